@@ -1,0 +1,402 @@
+"""The solver-agnostic checker: does a decision respect every rule?
+
+:func:`check` names every violation it finds; an empty list means the
+decision is valid for the instance. It imports only the data model, the
+decision records and the topology (for NVLink connectivity), never a
+solver, so it can judge any of them, ours or a user's.
+
+Rules beyond FORMAT.md's wording, kept in one place here:
+
+- a job's GPUs are all of one GPU type;
+- ``planned`` jobs are checked by GPU *count* per node over time (no GPU
+  ids are reserved for the future), with CPU, host memory and quotas;
+- a tenant already over quota through running jobs may keep them, but no
+  started or planned job of that tenant may run while it is over.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from whale_opt.decision import Action, Decision, JobDecision, objective
+from whale_opt.problem_data import FieldError, Instance, QueuedJob
+from whale_opt.topology import NodeTopology, node_can_host, node_topologies, popcount
+
+TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: which job (if any), what kind, and the facts."""
+
+    job: str | None
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.job}: " if self.job else ""
+        return f"[{self.kind}] {where}{self.message}"
+
+
+@dataclass(frozen=True)
+class _Use:
+    """A job's hold on one node: GPUs, CPU, memory over [start, end)."""
+
+    job: str
+    tenant: str
+    node: int
+    gpus: int
+    cpu: float
+    memory_gb: float
+    start: int
+    end: int
+    new: bool
+
+
+class _Checker:
+    def __init__(self, instance: Instance, decision: Decision) -> None:
+        self.instance = instance
+        self.decision = decision
+        self.topologies = node_topologies(instance)
+        self.violations: list[Violation] = []
+        self.uses: list[_Use] = []
+        self.held_now: dict[str, str] = {}
+
+    def flag(self, job: str | None, kind: str, message: str) -> None:
+        self.violations.append(Violation(job, kind, message))
+
+    def run(self) -> list[Violation]:
+        items = self._coverage()
+        self._running(items)
+        for position, job in enumerate(self.instance.queue):
+            item = items.get(job.id)
+            if item is None:
+                continue
+            if item.action is Action.START:
+                self._started(position, job, item)
+            elif item.action is Action.PLANNED:
+                self._planned(position, job, item)
+        self._capacity()
+        self._quotas()
+        self._summary()
+        return self.violations
+
+    def _coverage(self) -> dict[str, JobDecision]:
+        """Every job once, with an action that fits its kind."""
+        queued = {job.id for job in self.instance.queue}
+        running = {job.id for job in self.instance.running}
+        items: dict[str, JobDecision] = {}
+        for item in self.decision.jobs:
+            if item.id in items:
+                self.flag(item.id, "duplicate", "appears more than once in the decision")
+                continue
+            items[item.id] = item
+            if item.id in queued and item.action not in (
+                Action.START,
+                Action.PLANNED,
+                Action.DEFERRED,
+            ):
+                self.flag(item.id, "action", f"queued job cannot be '{item.action}'")
+            elif item.id in running and item.action not in (Action.KEEP, Action.PREEMPT):
+                self.flag(item.id, "action", f"running job cannot be '{item.action}'")
+            elif item.id not in queued and item.id not in running:
+                self.flag(item.id, "unknown-job", "is neither queued nor running")
+        for job_id in sorted((queued | running) - set(items)):
+            self.flag(job_id, "missing", "has no decision")
+        return items
+
+    def _running(self, items: dict[str, JobDecision]) -> None:
+        """Kept running jobs hold their GPUs; only preemptible ones may be preempted."""
+        for job in self.instance.running:
+            item = items.get(job.id)
+            if item is not None and item.action is Action.PREEMPT:
+                if not job.preemptible:
+                    self.flag(job.id, "preemption", "is not preemptible")
+                if not self.instance.policy.allow_preemption:
+                    self.flag(job.id, "preemption", "policy.allow_preemption is off")
+                continue
+            per_node: dict[int, int] = defaultdict(int)
+            for gpu in job.gpus:
+                self.held_now[gpu] = job.id
+                per_node[self.instance.parse_gpu(gpu).node] += 1
+            self._hold(
+                job.id,
+                job.tenant,
+                per_node,
+                len(job.gpus),
+                job.cpu,
+                job.memory_gb,
+                0,
+                job.remaining_s,
+                new=False,
+            )
+
+    def _hold(
+        self,
+        job_id: str,
+        tenant: str,
+        per_node: dict[int, int],
+        total: int,
+        cpu: float,
+        memory_gb: float,
+        start: int,
+        end: int,
+        *,
+        new: bool,
+    ) -> None:
+        for node, count in per_node.items():
+            share = count / total
+            self.uses.append(
+                _Use(job_id, tenant, node, count, cpu * share, memory_gb * share, start, end, new)
+            )
+
+    def _started(self, position: int, job: QueuedJob, item: JobDecision) -> None:
+        """GPU ids valid, healthy, free, of one eligible type, in the job's topology."""
+        refs = []
+        for gpu in item.gpus:
+            try:
+                refs.append(self.instance.parse_gpu(gpu))
+            except FieldError as exc:
+                self.flag(job.id, "gpu-id", exc.message + f": {gpu!r}")
+                return
+        if len(item.gpus) != job.gpus:
+            self.flag(job.id, "gang", f"needs {job.gpus} GPUs at once, got {len(item.gpus)}")
+        if len(set(item.gpus)) != len(item.gpus):
+            self.flag(job.id, "gpu-twice", "lists a GPU more than once")
+        for gpu, ref in zip(item.gpus, refs, strict=True):
+            node = self.instance.nodes[ref.node]
+            if node.down or ref.index in node.failed_gpus:
+                self.flag(job.id, "failed-hardware", f"GPU {gpu} is on failed hardware")
+            holder = self.held_now.get(gpu)
+            if holder is not None:
+                self.flag(job.id, "gpu-twice", f"GPU {gpu} is already held by {holder}")
+            self.held_now[gpu] = job.id
+        if item.start_s != 0:
+            self.flag(job.id, "start-time", f"a started job has start_s 0, got {item.start_s}")
+        per_node: dict[int, int] = defaultdict(int)
+        masks: dict[int, int] = defaultdict(int)
+        for ref in refs:
+            per_node[ref.node] += 1
+            masks[ref.node] |= 1 << ref.index
+        gpu_type = self._one_type(position, job, list(per_node))
+        if gpu_type is not None:
+            self._end_time(position, job, item, 0, gpu_type)
+        self._topology(job, {n: popcount(m) for n, m in masks.items()}, masks)
+        self._hold(
+            job.id,
+            job.tenant,
+            per_node,
+            max(job.gpus, 1),
+            job.cpu,
+            job.memory_gb,
+            0,
+            item.end_s or 0,
+            new=True,
+        )
+
+    def _planned(self, position: int, job: QueuedJob, item: JobDecision) -> None:
+        """Known nodes of one eligible type, counts that add up, times in range."""
+        unknown = [n for n in item.nodes if n not in self.instance.node_index]
+        if unknown or not item.nodes:
+            self.flag(job.id, "planned-nodes", f"names unknown or no nodes: {unknown}")
+            return
+        counts = item.node_gpus or _even_split(job.gpus, len(item.nodes))
+        if len(counts) != len(item.nodes) or sum(counts) != job.gpus:
+            self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpus}")
+            return
+        if len(set(item.nodes)) != len(item.nodes):
+            self.flag(job.id, "planned-nodes", "lists a node twice")
+            return
+        start = item.start_s if item.start_s is not None else -1
+        if not 1 <= start <= self.instance.policy.horizon_s:
+            self.flag(
+                job.id,
+                "start-time",
+                f"planned start_s must be in 1..horizon {self.instance.policy.horizon_s},"
+                f" got {item.start_s}",
+            )
+        per_node = {self.instance.node_index[n]: c for n, c in zip(item.nodes, counts, strict=True)}
+        gpu_type = self._one_type(position, job, list(per_node))
+        if gpu_type is not None:
+            self._end_time(position, job, item, start, gpu_type)
+        for node, count in per_node.items():
+            topo = self.topologies[node]
+            if count > popcount(topo.healthy):
+                self.flag(
+                    job.id,
+                    "failed-hardware",
+                    f"node {topo.node.id} has {popcount(topo.healthy)} usable GPUs,"
+                    f" {count} planned",
+                )
+        self._topology(job, per_node, None)
+        self._hold(
+            job.id,
+            job.tenant,
+            dict(per_node),
+            job.gpus,
+            job.cpu,
+            job.memory_gb,
+            max(start, 0),
+            item.end_s or 0,
+            new=True,
+        )
+
+    def _one_type(self, position: int, job: QueuedJob, nodes: list[int]) -> str | None:
+        types = {self.instance.nodes[n].gpu_type for n in nodes}
+        if len(types) != 1:
+            self.flag(job.id, "gpu-type", f"mixes GPU types {sorted(types)}")
+            return None
+        (gpu_type,) = types
+        if gpu_type not in self.instance.eligible_types[position]:
+            memory = self.instance.gpu_types[gpu_type].memory_gb
+            if memory < job.min_gpu_memory_gb:
+                self.flag(
+                    job.id,
+                    "gpu-memory",
+                    f"{gpu_type} has {memory} GB, job needs {job.min_gpu_memory_gb} GB",
+                )
+            else:
+                self.flag(job.id, "gpu-type", f"{gpu_type} is not allowed for this job")
+            return None
+        return gpu_type
+
+    def _end_time(
+        self, position: int, job: QueuedJob, item: JobDecision, start: int, gpu_type: str
+    ) -> None:
+        expected = start + self.instance.durations[position][gpu_type]
+        if item.end_s != expected:
+            self.flag(
+                job.id,
+                "end-time",
+                f"on {gpu_type} from {start} it ends at {expected}, decision says {item.end_s}",
+            )
+
+    def _topology(
+        self, job: QueuedJob, per_node: dict[int, int], masks: dict[int, int] | None
+    ) -> None:
+        """One node, one rack, whole connected nodes, or connected GPUs, as asked."""
+        racks = {self.instance.nodes[n].rack for n in per_node}
+        if job.topology in ("nvlink", "rack") and len(racks) > 1:
+            self.flag(job.id, "topology", f"'{job.topology}' job spans racks {sorted(racks)}")
+        if job.topology == "node" and len(per_node) > 1:
+            self.flag(job.id, "topology", f"'node' job spans {len(per_node)} nodes")
+        if job.topology != "nvlink" or job.gpus == 1:
+            return
+        topos: list[NodeTopology] = [self.topologies[n] for n in per_node]
+        if len(per_node) > 1:
+            for topo in topos:
+                whole = per_node[self.instance.node_index[topo.node.id]] == topo.size
+                if not whole or not node_can_host(job, topo):
+                    self.flag(
+                        job.id,
+                        "topology",
+                        f"multi-node nvlink job must take whole NVLink-connected nodes;"
+                        f" {topo.node.id} does not qualify",
+                    )
+            if job.gpus <= max(t.size for t in topos):
+                self.flag(job.id, "topology", "nvlink job that fits one node is split")
+            return
+        (topo,) = topos
+        if masks is not None:
+            if not topo.connected(masks[self.instance.node_index[topo.node.id]]):
+                self.flag(job.id, "nvlink", f"GPUs on {topo.node.id} are not NVLink-connected")
+        elif not node_can_host(job, topo):
+            self.flag(
+                job.id, "nvlink", f"{topo.node.id} has no NVLink-connected block of {job.gpus} GPUs"
+            )
+
+    def _capacity(self) -> None:
+        """GPU count, CPU and host memory per node, at every moment."""
+        by_node: dict[int, list[_Use]] = defaultdict(list)
+        for use in self.uses:
+            by_node[use.node].append(use)
+        for node_pos, uses in by_node.items():
+            node = self.instance.nodes[node_pos]
+            limits = (
+                ("GPUs", lambda u: u.gpus, len(node.healthy_indices)),
+                ("CPU", lambda u: u.cpu, node.cpu),
+                ("memory_gb", lambda u: u.memory_gb, node.memory_gb),
+            )
+            for label, amount, limit in limits:
+                peak, when, who = _peak(uses, amount)
+                if peak > limit + TOLERANCE * max(1.0, limit) and any(u.new for u in uses):
+                    self.flag(
+                        who,
+                        "capacity",
+                        f"node {node.id} {label} reach {peak:g} > {limit:g} at t={when}",
+                    )
+
+    def _quotas(self) -> None:
+        """No started or planned job while its tenant is over its GPU quota."""
+        by_tenant: dict[str, list[_Use]] = defaultdict(list)
+        for use in self.uses:
+            by_tenant[use.tenant].append(use)
+        for name, uses in by_tenant.items():
+            tenant = self.instance.tenants.get(name)
+            if tenant is None or tenant.gpu_quota is None:
+                continue
+            events = sorted({u.start for u in uses if u.new})
+            for t in events:
+                active = [u for u in uses if u.start <= t < u.end]
+                used = sum(u.gpus for u in active)
+                if used > tenant.gpu_quota and any(u.new for u in active):
+                    self.flag(
+                        name,
+                        "quota",
+                        f"tenant {name} holds {used} GPUs at t={t}, quota {tenant.gpu_quota}",
+                    )
+                    break
+
+    def _summary(self) -> None:
+        """Objective recomputed, bound below it, horizon echoed."""
+        expected = objective(self.instance, self.decision.jobs)
+        if not math.isclose(self.decision.objective, expected, rel_tol=TOLERANCE, abs_tol=1e-3):
+            self.flag(
+                None, "objective", f"decision says {self.decision.objective}, recomputed {expected}"
+            )
+        if self.decision.bound > expected * (1 + TOLERANCE) + 1e-3:
+            self.flag(None, "bound", f"bound {self.decision.bound} exceeds objective {expected}")
+        if self.decision.horizon_s != self.instance.policy.horizon_s:
+            self.flag(
+                None,
+                "horizon",
+                f"horizon_s {self.decision.horizon_s} != policy {self.instance.policy.horizon_s}",
+            )
+
+
+def _peak(uses: list[_Use], amount: Callable[[_Use], float]) -> tuple[float, int, str | None]:
+    """Highest total of ``amount`` over time, when it happens, and a new job there."""
+    events: list[tuple[int, int, float, _Use]] = []
+    for use in uses:
+        if use.end > use.start:
+            events.append((use.start, 1, amount(use), use))
+            events.append((use.end, 0, -amount(use), use))
+    events.sort(key=lambda e: (e[0], e[1]))
+    level = peak = 0.0
+    when = 0
+    who: str | None = None
+    active: dict[str, _Use] = {}
+    for time, _, delta, use in events:
+        level += delta
+        if delta > 0:
+            active[use.job + str(use.node)] = use
+        else:
+            active.pop(use.job + str(use.node), None)
+        if level > peak:
+            peak, when = level, time
+            news = [u.job for u in active.values() if u.new]
+            who = news[-1] if news else None
+    return peak, when, who
+
+
+def _even_split(total: int, parts: int) -> tuple[int, ...]:
+    base, extra = divmod(total, max(parts, 1))
+    return tuple(base + (1 if k < extra else 0) for k in range(parts))
+
+
+def check(instance: Instance, decision: Decision) -> list[Violation]:
+    """Every rule ``decision`` breaks on ``instance``; empty when it is valid."""
+    return _Checker(instance, decision).run()

@@ -1,0 +1,177 @@
+"""The ``whale-opt`` command line: a thin skin over the library.
+
+Every command is a library call a user could make from Python. Bad input
+prints one line naming the file, the JSON path and the value, and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from whale_opt.check import check
+from whale_opt.decision import Action, Decision
+from whale_opt.io import (
+    InputError,
+    decision_to_dict,
+    read_decision,
+    read_instance,
+    schema,
+    write_decision,
+)
+from whale_opt.problem_data import Instance
+from whale_opt.solve import SOLVERS, solve
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_BAD_INPUT = 2
+EXIT_INVALID = 1
+
+
+def _input_errors(command: F) -> F:
+    """Turn :class:`InputError` into one clear line and exit code 2."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group()
+@click.version_option(package_name="whale-opt")
+def main() -> None:
+    """whale-opt: place GPU jobs on a cluster, round by round."""
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_input_errors
+def validate(files: tuple[Path, ...]) -> None:
+    """Check instance or decision FILES against the published formats."""
+    bad = 0
+    for path in files:
+        try:
+            kind = _kind(path)
+            if kind == "decision":
+                read_decision(path)
+            else:
+                read_instance(path)
+            click.echo(f"ok  {path} ({kind}@1)")
+        except InputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            bad += 1
+    if bad:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _kind(path: Path) -> str:
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "instance"  # read_instance reports the precise problem
+    fmt = raw.get("format", "") if isinstance(raw, dict) else ""
+    return (
+        "decision" if isinstance(fmt, str) and fmt.startswith("whale-opt/decision") else "instance"
+    )
+
+
+@main.command(name="solve")
+@click.argument("instance_file", type=click.Path(path_type=Path))
+@click.option(
+    "--solver",
+    default="wspt",
+    show_default=True,
+    type=click.Choice(sorted(SOLVERS)),
+    help="Policy or solver to run.",
+)
+@click.option("--preset", default=None, help="CP-SAT parameter preset (solvers/<name>.toml).")
+@click.option("--time-limit", type=float, default=None, help="Seconds; overrides the instance.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write decision@1 here.")
+@click.option("--json", "as_json", is_flag=True, help="Print decision@1 JSON, not a table.")
+@_input_errors
+def solve_command(
+    instance_file: Path,
+    solver: str,
+    preset: str | None,
+    time_limit: float | None,
+    output: Path | None,
+    as_json: bool,
+) -> None:
+    """Decide one round for INSTANCE_FILE and print the placement."""
+    instance = read_instance(instance_file)
+    decision = solve(instance, solver=solver, preset=preset, time_limit_s=time_limit)
+    if output is not None:
+        write_decision(output, decision)
+    if as_json:
+        click.echo(json.dumps(decision_to_dict(decision), indent=1))
+    else:
+        click.echo(render_table(instance, decision))
+
+
+def render_table(instance: Instance, decision: Decision) -> str:
+    """A readable summary: one line per queued job, then the round's figures."""
+    lines = [f"{'job':<14} {'action':<9} {'start':>8} {'end':>9}  where / why"]
+    for item in decision.jobs:
+        if item.action in (Action.KEEP,):
+            continue
+        if item.action is Action.START:
+            where = ",".join(item.gpus)
+        elif item.action is Action.PLANNED:
+            where = ",".join(f"{n}x{c}" for n, c in zip(item.nodes, item.node_gpus, strict=False))
+        else:
+            where = item.reason or ""
+        start = "" if item.start_s is None else str(item.start_s)
+        end = "" if item.end_s is None else str(item.end_s)
+        lines.append(f"{item.id:<14} {item.action.value:<9} {start:>8} {end:>9}  {where}")
+    counts = {a: len(decision.by_action(a)) for a in Action}
+    lines.append("")
+    lines.append(
+        f"instance {decision.instance}  solver {decision.solver}  status {decision.status.value}"
+    )
+    lines.append(
+        f"start {counts[Action.START]}  planned {counts[Action.PLANNED]}  deferred "
+        f"{counts[Action.DEFERRED]}  keep {counts[Action.KEEP]}  preempt {counts[Action.PREEMPT]}"
+    )
+    lines.append(
+        f"objective {decision.objective:.6g}  bound {decision.bound:.6g}  gap "
+        f"{decision.gap:.2%}  wall {decision.wall_s:.3f}s"
+    )
+    return "\n".join(lines)
+
+
+@main.command(name="check")
+@click.argument("instance_file", type=click.Path(path_type=Path))
+@click.argument("decision_file", type=click.Path(path_type=Path))
+@_input_errors
+def check_command(instance_file: Path, decision_file: Path) -> None:
+    """Verify DECISION_FILE against INSTANCE_FILE; exit 1 naming every violation."""
+    instance = read_instance(instance_file)
+    decision = read_decision(decision_file)
+    violations = check(instance, decision)
+    for violation in violations:
+        click.echo(str(violation))
+    if violations:
+        click.echo(f"{len(violations)} violation(s)", err=True)
+        sys.exit(EXIT_INVALID)
+    click.echo(f"ok  {decision_file}: valid for {instance_file} (objective {decision.objective:g})")
+
+
+@main.command(name="schema")
+@click.argument("kind", type=click.Choice(["instance", "decision"]))
+def schema_command(kind: str) -> None:
+    """Print the JSON Schema of an instance or decision file."""
+    click.echo(json.dumps(schema(kind), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

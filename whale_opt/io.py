@@ -1,0 +1,349 @@
+"""The file boundary: instance@1 and decision@1 JSON, read and written.
+
+Reading goes raw JSON -> JSON Schema -> records (which check themselves) ->
+:class:`~whale_opt.problem_data.Instance` (which checks cross-references).
+Every failure becomes one :class:`InputError` naming the file, the JSON path
+and the bad value. Writing is atomic: a file is either whole or untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jsonschema
+
+from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.problem_data import (
+    FieldError,
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+)
+
+INSTANCE_FORMAT = "whale-opt/instance@1"
+DECISION_FORMAT = "whale-opt/decision@1"
+SCHEMAS = {"instance": "instance.schema.json", "decision": "decision.schema.json"}
+
+T = TypeVar("T")
+
+
+class InputError(ValueError):
+    """A bad input file: names the file, the JSON path and the value."""
+
+    def __init__(self, source: str, path: str, message: str) -> None:
+        self.source = source
+        self.path = path
+        self.message = message
+        super().__init__(f"{source}: {path}: {message}" if path else f"{source}: {message}")
+
+
+@cache
+def schema(kind: str) -> dict[str, Any]:
+    """The published JSON Schema of ``kind`` (``instance`` or ``decision``)."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown schema {kind!r}; choose from {', '.join(SCHEMAS)}")
+    text = resources.files("whale_opt.schemas").joinpath(SCHEMAS[kind]).read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _json_path(parts: Any) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def _validate(raw: Any, kind: str, source: str) -> None:
+    validator = jsonschema.Draft202012Validator(schema(kind))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
+    if error is None:
+        return
+    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    raise InputError(source, _json_path(error.absolute_path), message)
+
+
+def _load_json(path: str | Path) -> Any:
+    source = str(path)
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise InputError(source, "", f"cannot read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(source, "", "is not UTF-8 text") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            source, "", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
+
+
+def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return make(*args, **kwargs)
+    except FieldError as exc:
+        located = exc.within(prefix) if prefix else exc
+        raise InputError(
+            source, located.path, f"{located.message} (got {json.dumps(located.value)})"
+        ) from exc
+
+
+def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
+    """Validate and build an :class:`Instance` from parsed instance@1 JSON."""
+    if isinstance(raw, dict) and raw.get("format") not in (None, INSTANCE_FORMAT):
+        raise InputError(
+            source,
+            "format",
+            f"unsupported format {raw.get('format')!r}; expected {INSTANCE_FORMAT!r}",
+        )
+    _validate(raw, "instance", source)
+    gpu_types = {
+        name: _build(source, f"gpu_types.{name}", GpuType, name, **spec)
+        for name, spec in raw["gpu_types"].items()
+    }
+    nodes = tuple(_build(source, f"nodes[{k}]", _node, spec) for k, spec in enumerate(raw["nodes"]))
+    running = tuple(
+        _build(source, f"running[{k}]", _running, spec)
+        for k, spec in enumerate(raw.get("running", []))
+    )
+    queue = tuple(
+        _build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(raw.get("queue", []))
+    )
+    tenants = {
+        name: _build(source, f"tenants.{name}", Tenant, name, **spec)
+        for name, spec in raw.get("tenants", {}).items()
+    }
+    policy = _build(source, "policy", Policy, **raw.get("policy", {}))
+    return _build(
+        source,
+        "",
+        Instance,
+        name=raw["name"],
+        gpu_types=gpu_types,
+        nodes=nodes,
+        running=running,
+        queue=queue,
+        tenants=tenants,
+        policy=policy,
+        now=raw.get("now", 0),
+    )
+
+
+def _running(spec: Mapping[str, Any]) -> RunningJob:
+    return RunningJob(**{**spec, "gpus": tuple(spec["gpus"])})
+
+
+def _node(spec: Mapping[str, Any]) -> Node:
+    fields = dict(spec)
+    nvlink = fields.get("nvlink", "pcie")
+    if isinstance(nvlink, dict):
+        fields["nvlink"] = tuple((int(a), int(b)) for a, b in nvlink["edges"])
+    fields["failed_gpus"] = tuple(fields.get("failed_gpus", ()))
+    return Node(**fields)
+
+
+def _queued(spec: Mapping[str, Any]) -> QueuedJob:
+    fields = dict(spec)
+    fields["gpu_types"] = tuple(fields.get("gpu_types", ()))
+    fields["duration_by_type_s"] = tuple(sorted(fields.get("duration_by_type_s", {}).items()))
+    return QueuedJob(**fields)
+
+
+def read_instance(path: str | Path) -> Instance:
+    """Read an instance@1 file; raise :class:`InputError` on any problem."""
+    return instance_from_dict(_load_json(path), str(path))
+
+
+def instance_to_dict(instance: Instance) -> dict[str, Any]:
+    """The instance@1 JSON object of ``instance`` (defaults left out)."""
+    return {
+        "format": INSTANCE_FORMAT,
+        "name": instance.name,
+        "now": instance.now,
+        "gpu_types": {
+            t.name: {"memory_gb": t.memory_gb, "speed": t.speed}
+            for t in instance.gpu_types.values()
+        },
+        "nodes": [_node_dict(node) for node in instance.nodes],
+        "running": [_running_dict(job) for job in instance.running],
+        "queue": [_queued_dict(job) for job in instance.queue],
+        "tenants": {
+            t.name: ({} if t.gpu_quota is None else {"gpu_quota": t.gpu_quota})
+            for t in instance.tenants.values()
+        },
+        "policy": {
+            "time_limit_s": instance.policy.time_limit_s,
+            "horizon_s": instance.policy.horizon_s,
+            "seed": instance.policy.seed,
+            "zone_penalty_s": instance.policy.zone_penalty_s,
+            "allow_preemption": instance.policy.allow_preemption,
+        },
+    }
+
+
+def _node_dict(node: Node) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": node.id,
+        "gpu_type": node.gpu_type,
+        "gpus": node.gpus,
+        "nvlink": node.nvlink
+        if isinstance(node.nvlink, str)
+        else {"edges": [list(edge) for edge in node.nvlink]},
+        "cpu": node.cpu,
+        "memory_gb": node.memory_gb,
+        "rack": node.rack,
+    }
+    if node.zone is not None:
+        out["zone"] = node.zone
+    if node.down:
+        out["down"] = True
+    if node.failed_gpus:
+        out["failed_gpus"] = list(node.failed_gpus)
+    return out
+
+
+def _running_dict(job: RunningJob) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "tenant": job.tenant,
+        "gpus": list(job.gpus),
+        "cpu": job.cpu,
+        "memory_gb": job.memory_gb,
+        "started_at": job.started_at,
+        "remaining_s": job.remaining_s,
+        "weight": job.weight,
+        "preemptible": job.preemptible,
+        "checkpoint_s": job.checkpoint_s,
+    }
+
+
+def _queued_dict(job: QueuedJob) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": job.id,
+        "tenant": job.tenant,
+        "gpus": job.gpus,
+        "cpu": job.cpu,
+        "memory_gb": job.memory_gb,
+        "weight": job.weight,
+        "submitted_at": job.submitted_at,
+        "topology": job.topology,
+        "preemptible": job.preemptible,
+    }
+    if job.gpu_types:
+        out["gpu_types"] = list(job.gpu_types)
+    if job.min_gpu_memory_gb:
+        out["min_gpu_memory_gb"] = job.min_gpu_memory_gb
+    if job.duration_s is not None:
+        out["duration_s"] = job.duration_s
+    if job.duration_by_type_s:
+        out["duration_by_type_s"] = dict(job.duration_by_type_s)
+    if job.zone is not None:
+        out["zone"] = job.zone
+    return out
+
+
+def decision_to_dict(decision: Decision) -> dict[str, Any]:
+    """The decision@1 JSON object of ``decision``."""
+    return {
+        "format": DECISION_FORMAT,
+        "instance": decision.instance,
+        "solver": decision.solver,
+        "status": decision.status.value,
+        "objective": decision.objective,
+        "bound": decision.bound,
+        "gap": round(decision.gap, 6),
+        "wall_s": round(decision.wall_s, 4),
+        "horizon_s": decision.horizon_s,
+        "jobs": [_job_dict(item) for item in decision.jobs],
+    }
+
+
+def _job_dict(item: JobDecision) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": item.id, "action": item.action.value}
+    if item.action is Action.START:
+        out["gpus"] = list(item.gpus)
+    if item.start_s is not None:
+        out["start_s"] = item.start_s
+    if item.end_s is not None:
+        out["end_s"] = item.end_s
+    if item.action is Action.PLANNED:
+        out["nodes"] = list(item.nodes)
+        out["node_gpus"] = list(item.node_gpus)
+    if item.reason is not None:
+        out["reason"] = item.reason
+    return out
+
+
+def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
+    """Validate and build a :class:`Decision` from parsed decision@1 JSON."""
+    if isinstance(raw, dict) and raw.get("format") not in (None, DECISION_FORMAT):
+        raise InputError(
+            source,
+            "format",
+            f"unsupported format {raw.get('format')!r}; expected {DECISION_FORMAT!r}",
+        )
+    _validate(raw, "decision", source)
+    jobs = tuple(
+        JobDecision(
+            id=spec["id"],
+            action=Action(spec["action"]),
+            gpus=tuple(spec.get("gpus", ())),
+            start_s=spec.get("start_s"),
+            end_s=spec.get("end_s"),
+            nodes=tuple(spec.get("nodes", ())),
+            node_gpus=tuple(spec.get("node_gpus", ())),
+            reason=spec.get("reason"),
+        )
+        for spec in raw["jobs"]
+    )
+    return Decision(
+        instance=raw["instance"],
+        solver=raw["solver"],
+        status=Status(raw["status"]),
+        objective=raw["objective"],
+        bound=raw["bound"],
+        horizon_s=raw["horizon_s"],
+        jobs=jobs,
+        wall_s=raw.get("wall_s", 0.0),
+    )
+
+
+def read_decision(path: str | Path) -> Decision:
+    """Read a decision@1 file; raise :class:`InputError` on any problem."""
+    return decision_from_dict(_load_json(path), str(path))
+
+
+def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` as JSON atomically (temp file + rename)."""
+    target = Path(path)
+    handle, temp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=1)
+            stream.write("\n")
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_instance(path: str | Path, instance: Instance) -> None:
+    """Write ``instance`` as an instance@1 file."""
+    write_json(path, instance_to_dict(instance))
+
+
+def write_decision(path: str | Path, decision: Decision) -> None:
+    """Write ``decision`` as a decision@1 file."""
+    write_json(path, decision_to_dict(decision))

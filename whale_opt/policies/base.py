@@ -1,0 +1,118 @@
+"""What every policy shares: the Protocol, list scheduling, reasons, assembly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.problem_data import Instance
+from whale_opt.timeline import ClusterTimeline, Placement
+from whale_opt.topology import mask_to_ids, popcount
+
+
+class SchedulingPolicy(Protocol):
+    """One round in, one decision out. Every policy and solver has this shape."""
+
+    name: str
+
+    def decide(self, instance: Instance) -> Decision:
+        """The decision for ``instance``."""
+        ...
+
+
+def to_job_decision(instance: Instance, position: int, placement: Placement) -> JobDecision:
+    """A start (with GPU ids) or planned (with nodes and counts) job decision."""
+    job = instance.queue[position]
+    if placement.start == 0:
+        gpus: tuple[str, ...] = ()
+        for node, mask in zip(placement.nodes, placement.masks, strict=True):
+            gpus += mask_to_ids(instance.nodes[node], mask)
+        return JobDecision(job.id, Action.START, gpus=gpus, start_s=0, end_s=placement.end)
+    return JobDecision(
+        job.id,
+        Action.PLANNED,
+        start_s=placement.start,
+        end_s=placement.end,
+        nodes=tuple(instance.nodes[n].id for n in placement.nodes),
+        node_gpus=placement.counts,
+    )
+
+
+def deferral_reason(instance: Instance, position: int, timeline: ClusterTimeline) -> str:
+    """Why queued job ``position`` got no place, in words a user acts on."""
+    job = instance.queue[position]
+    present = {node.gpu_type for node in instance.nodes}
+    asked = set(job.gpu_types or instance.gpu_types)
+    types = instance.eligible_types[position]
+    if not types:
+        if not asked & present:
+            return f"no node has GPU type {', '.join(sorted(asked))}"
+        return (
+            f"no GPU type meets the request (needs >= {job.min_gpu_memory_gb:g} GB GPU memory"
+            f" among {', '.join(sorted(asked))})"
+        )
+    if not timeline.eligible(position):
+        if not set(types) & present:
+            return f"no node has GPU type {', '.join(types)}"
+        need = "NVLink-connected " if job.topology == "nvlink" and job.gpus > 1 else ""
+        return f"no healthy node of type {', '.join(types)} can hold {job.gpus} {need}GPUs"
+    tenant = instance.tenants.get(job.tenant)
+    if tenant is not None and tenant.gpu_quota is not None and tenant.gpu_quota < job.gpus:
+        return f"tenant {job.tenant} quota {tenant.gpu_quota} GPUs is below the job's {job.gpus}"
+    free = sum(popcount(m) for m in timeline.free_now)
+    return (
+        f"no room for {job.gpus} GPUs before the horizon ({instance.policy.horizon_s} s);"
+        f" {free} GPUs free now"
+    )
+
+
+def list_schedule(
+    instance: Instance, order: Sequence[int], timeline: ClusterTimeline | None = None
+) -> list[JobDecision]:
+    """Serial schedule generation: each job in ``order`` at its earliest-ending place.
+
+    Jobs not in ``order`` are deferred. Running jobs are kept.
+    """
+    timeline = ClusterTimeline(instance) if timeline is None else timeline
+    decided: dict[int, JobDecision] = {}
+    for position in order:
+        placement = timeline.best_placement(position)
+        if placement is None:
+            decided[position] = JobDecision(
+                instance.queue[position].id,
+                Action.DEFERRED,
+                reason=deferral_reason(instance, position, timeline),
+            )
+            continue
+        timeline.commit(position, placement)
+        decided[position] = to_job_decision(instance, position, placement)
+    jobs = [
+        decided.get(p) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
+        for p, job in enumerate(instance.queue)
+    ]
+    jobs += [JobDecision(job.id, Action.KEEP) for job in instance.running]
+    return jobs
+
+
+def assemble(
+    instance: Instance,
+    solver: str,
+    jobs: Sequence[JobDecision],
+    status: Status,
+    bound: float,
+    started: float,
+) -> Decision:
+    """A :class:`Decision` with its objective recomputed and the wall time since ``started``."""
+    value = objective(instance, tuple(jobs))
+    return Decision(
+        instance=instance.name,
+        solver=solver,
+        status=status,
+        objective=value,
+        bound=bound,
+        horizon_s=instance.policy.horizon_s,
+        jobs=tuple(jobs),
+        wall_s=time.perf_counter() - started,
+    )

@@ -1,0 +1,493 @@
+"""Immutable, validated records of one scheduling round, and their container.
+
+Every record checks itself on construction and raises :class:`FieldError`
+naming the field and the bad value; :class:`Instance` checks every
+cross-reference once and precomputes the maps the solvers need, so solver
+code never re-checks. Nothing here imports the rest of the package.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+NVLINK_LAYOUTS = ("nvswitch", "hybrid-cube-mesh", "pairs", "pcie")
+TOPOLOGIES = ("nvlink", "node", "rack", "any")
+DEFAULT_HORIZON_S = 604_800
+
+
+class FieldError(ValueError):
+    """A record field holds a bad value.
+
+    ``path`` is a JSON-path-like location (``nodes[3].gpus``) that callers
+    extend as the error travels outwards; ``value`` is the offending value.
+    """
+
+    def __init__(self, path: str, value: Any, message: str) -> None:
+        self.path = path
+        self.value = value
+        self.message = message
+        super().__init__(self.__str__())
+
+    def within(self, prefix: str) -> FieldError:
+        """Return the same error located under ``prefix``."""
+        path = (
+            f"{prefix}.{self.path}"
+            if self.path and not self.path.startswith("[")
+            else (f"{prefix}{self.path}")
+        )
+        return FieldError(path, self.value, self.message)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message} (got {self.value!r})"
+
+
+def _require(ok: bool, path: str, value: Any, message: str) -> None:
+    if not ok:
+        raise FieldError(path, value, message)
+
+
+def _nonneg(path: str, value: float) -> None:
+    _require(
+        isinstance(value, int | float) and math.isfinite(value) and value >= 0,
+        path,
+        value,
+        "must be a number >= 0",
+    )
+
+
+def _positive(path: str, value: float) -> None:
+    _require(
+        isinstance(value, int | float) and math.isfinite(value) and value > 0,
+        path,
+        value,
+        "must be a number > 0",
+    )
+
+
+def _ident(path: str, value: Any) -> None:
+    _require(isinstance(value, str) and value != "", path, value, "must be a non-empty string")
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A GPU model: memory in GB and speed relative to a 1.0 reference GPU."""
+
+    name: str
+    memory_gb: float
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        _ident("name", self.name)
+        _positive("memory_gb", self.memory_gb)
+        _positive("speed", self.speed)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A server: one GPU type, its NVLink layout, CPU, host memory and health.
+
+    ``nvlink`` is a named layout or a tuple of NVLink-linked index pairs.
+    """
+
+    id: str
+    gpu_type: str
+    gpus: int
+    nvlink: str | tuple[tuple[int, int], ...] = "pcie"
+    cpu: float = 0.0
+    memory_gb: float = 0.0
+    rack: str = "default"
+    zone: str | None = None
+    down: bool = False
+    failed_gpus: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        _ident("id", self.id)
+        _require("/" not in self.id, "id", self.id, "must not contain '/'")
+        _ident("gpu_type", self.gpu_type)
+        _require(
+            isinstance(self.gpus, int) and not isinstance(self.gpus, bool) and self.gpus >= 1,
+            "gpus",
+            self.gpus,
+            "must be an integer >= 1",
+        )
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
+        _ident("rack", self.rack)
+        if isinstance(self.nvlink, str):
+            _require(
+                self.nvlink in NVLINK_LAYOUTS,
+                "nvlink",
+                self.nvlink,
+                f"must be one of {', '.join(NVLINK_LAYOUTS)} or {{'edges': [...]}}",
+            )
+            _require(
+                self.nvlink != "hybrid-cube-mesh" or self.gpus == 8,
+                "nvlink",
+                self.nvlink,
+                "hybrid-cube-mesh needs exactly 8 GPUs",
+            )
+        else:
+            for k, (a, b) in enumerate(self.nvlink):
+                _require(
+                    0 <= a < self.gpus and 0 <= b < self.gpus and a != b,
+                    f"nvlink.edges[{k}]",
+                    [a, b],
+                    f"must link two different GPU indices in 0..{self.gpus - 1}",
+                )
+        for k, index in enumerate(self.failed_gpus):
+            _require(
+                isinstance(index, int) and 0 <= index < self.gpus,
+                f"failed_gpus[{k}]",
+                index,
+                f"must be a GPU index in 0..{self.gpus - 1}",
+            )
+        _require(
+            len(set(self.failed_gpus)) == len(self.failed_gpus),
+            "failed_gpus",
+            list(self.failed_gpus),
+            "lists a GPU twice",
+        )
+
+    def gpu_id(self, index: int) -> str:
+        """The public id ``"<node>/<index>"`` of GPU ``index``."""
+        return f"{self.id}/{index}"
+
+    @property
+    def healthy_indices(self) -> tuple[int, ...]:
+        """Indices of GPUs that may run work (none when the node is down)."""
+        if self.down:
+            return ()
+        failed = set(self.failed_gpus)
+        return tuple(i for i in range(self.gpus) if i not in failed)
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job holding GPUs now; ``remaining_s`` counts from the instance's now."""
+
+    id: str
+    gpus: tuple[str, ...]
+    remaining_s: int
+    tenant: str = "default"
+    cpu: float = 0.0
+    memory_gb: float = 0.0
+    started_at: int = 0
+    weight: float = 1.0
+    preemptible: bool = True
+    checkpoint_s: int = 0
+
+    def __post_init__(self) -> None:
+        _ident("id", self.id)
+        _ident("tenant", self.tenant)
+        _require(len(self.gpus) >= 1, "gpus", list(self.gpus), "must hold at least one GPU")
+        _require(
+            len(set(self.gpus)) == len(self.gpus), "gpus", list(self.gpus), "lists a GPU twice"
+        )
+        _require(
+            isinstance(self.remaining_s, int) and self.remaining_s >= 1,
+            "remaining_s",
+            self.remaining_s,
+            "must be an integer >= 1",
+        )
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
+        _positive("weight", self.weight)
+        _require(
+            isinstance(self.checkpoint_s, int) and self.checkpoint_s >= 0,
+            "checkpoint_s",
+            self.checkpoint_s,
+            "must be an integer >= 0",
+        )
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job waiting to start: a gang of ``gpus`` GPUs, all at once or none.
+
+    ``duration_s`` is the run time on a GPU of speed 1.0;
+    ``duration_by_type_s`` (type, seconds) pairs override it per GPU type.
+    """
+
+    id: str
+    gpus: int
+    duration_s: int | None = None
+    tenant: str = "default"
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_gb: float = 0.0
+    cpu: float = 0.0
+    memory_gb: float = 0.0
+    weight: float = 1.0
+    submitted_at: int = 0
+    topology: str = "nvlink"
+    preemptible: bool = True
+    zone: str | None = None
+    duration_by_type_s: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        _ident("id", self.id)
+        _ident("tenant", self.tenant)
+        _require(
+            isinstance(self.gpus, int) and not isinstance(self.gpus, bool) and self.gpus >= 1,
+            "gpus",
+            self.gpus,
+            "must be an integer >= 1",
+        )
+        _require(
+            self.duration_s is not None or len(self.duration_by_type_s) > 0,
+            "duration_s",
+            self.duration_s,
+            "is required unless duration_by_type_s is given",
+        )
+        if self.duration_s is not None:
+            _require(
+                isinstance(self.duration_s, int) and self.duration_s >= 1,
+                "duration_s",
+                self.duration_s,
+                "must be an integer >= 1",
+            )
+        for name, seconds in self.duration_by_type_s:
+            _require(
+                isinstance(seconds, int) and seconds >= 1,
+                f"duration_by_type_s.{name}",
+                seconds,
+                "must be an integer >= 1",
+            )
+        _nonneg("min_gpu_memory_gb", self.min_gpu_memory_gb)
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
+        _positive("weight", self.weight)
+        _require(
+            self.topology in TOPOLOGIES,
+            "topology",
+            self.topology,
+            f"must be one of {', '.join(TOPOLOGIES)}",
+        )
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant; ``gpu_quota`` caps the GPUs it holds at once (None: no cap)."""
+
+    name: str
+    gpu_quota: int | None = None
+
+    def __post_init__(self) -> None:
+        _ident("name", self.name)
+        if self.gpu_quota is not None:
+            _require(
+                isinstance(self.gpu_quota, int) and self.gpu_quota >= 0,
+                "gpu_quota",
+                self.gpu_quota,
+                "must be an integer >= 0",
+            )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Round parameters.
+
+    ``zone_penalty_s`` is the price, in weighted seconds per unit of weight,
+    of placing a job outside its preferred zone; ``allow_preemption`` lets a
+    decision preempt preemptible running jobs (off: every running job keeps
+    its GPUs).
+    """
+
+    time_limit_s: float = 10.0
+    horizon_s: int = DEFAULT_HORIZON_S
+    seed: int = 0
+    zone_penalty_s: int = 3600
+    allow_preemption: bool = False
+
+    def __post_init__(self) -> None:
+        _positive("time_limit_s", self.time_limit_s)
+        _require(
+            isinstance(self.horizon_s, int) and self.horizon_s >= 1,
+            "horizon_s",
+            self.horizon_s,
+            "must be an integer >= 1",
+        )
+        _require(isinstance(self.seed, int), "seed", self.seed, "must be an integer")
+        _require(
+            isinstance(self.zone_penalty_s, int) and self.zone_penalty_s >= 0,
+            "zone_penalty_s",
+            self.zone_penalty_s,
+            "must be an integer >= 0",
+        )
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    """Where a GPU id points: node position in ``Instance.nodes`` and index."""
+
+    node: int
+    index: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One round: the cluster, what runs on it, the queue, tenants and policy.
+
+    Construction checks every cross-reference (unknown GPU types, duplicate
+    ids, GPU ids out of range or held twice) and precomputes, per queued job,
+    the GPU types it may use and its duration on each.
+    """
+
+    name: str
+    gpu_types: Mapping[str, GpuType]
+    nodes: tuple[Node, ...]
+    running: tuple[RunningJob, ...] = ()
+    queue: tuple[QueuedJob, ...] = ()
+    tenants: Mapping[str, Tenant] = field(default_factory=dict)
+    policy: Policy = field(default_factory=Policy)
+    now: int = 0
+    # Derived maps, filled in __post_init__.
+    node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    eligible_types: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
+    durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _ident("name", self.name)
+        object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
+        object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))
+        for key, gpu_type in self.gpu_types.items():
+            _require(key == gpu_type.name, f"gpu_types.{key}", gpu_type.name, "name mismatch")
+        node_index: dict[str, int] = {}
+        for k, node in enumerate(self.nodes):
+            _require(node.id not in node_index, f"nodes[{k}].id", node.id, "duplicate node id")
+            _require(
+                node.gpu_type in self.gpu_types,
+                f"nodes[{k}].gpu_type",
+                node.gpu_type,
+                "is not in gpu_types",
+            )
+            node_index[node.id] = k
+        object.__setattr__(self, "node_index", MappingProxyType(node_index))
+        object.__setattr__(self, "gpu_owner", MappingProxyType(self._check_running()))
+        self._check_queue()
+
+    def _check_running(self) -> dict[str, str]:
+        owner: dict[str, str] = {}
+        seen: set[str] = set()
+        for k, job in enumerate(self.running):
+            _require(job.id not in seen, f"running[{k}].id", job.id, "duplicate job id")
+            seen.add(job.id)
+            for g, gpu in enumerate(job.gpus):
+                path = f"running[{k}].gpus[{g}]"
+                ref = self.parse_gpu(gpu, path)
+                node = self.nodes[ref.node]
+                _require(
+                    not node.down and ref.index not in node.failed_gpus,
+                    path,
+                    gpu,
+                    "is on failed hardware: report the job as lost, not running",
+                )
+                _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
+                owner[gpu] = job.id
+        return owner
+
+    def _check_queue(self) -> None:
+        seen = {job.id for job in self.running}
+        eligible: list[tuple[str, ...]] = []
+        durations: list[Mapping[str, int]] = []
+        for k, job in enumerate(self.queue):
+            _require(job.id not in seen, f"queue[{k}].id", job.id, "duplicate job id")
+            seen.add(job.id)
+            for t, name in enumerate(job.gpu_types):
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].gpu_types[{t}]",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            for name, _ in job.duration_by_type_s:
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].duration_by_type_s",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            allowed = job.gpu_types or tuple(self.gpu_types)
+            by_type = dict(job.duration_by_type_s)
+            types: list[str] = []
+            job_durations: dict[str, int] = {}
+            for name in allowed:
+                gpu_type = self.gpu_types[name]
+                if gpu_type.memory_gb < job.min_gpu_memory_gb:
+                    continue
+                if name in by_type:
+                    job_durations[name] = by_type[name]
+                elif job.duration_s is not None:
+                    job_durations[name] = math.ceil(job.duration_s / gpu_type.speed)
+                else:
+                    continue  # no duration known on this type: not eligible
+                types.append(name)
+            eligible.append(tuple(types))
+            durations.append(MappingProxyType(job_durations))
+        object.__setattr__(self, "eligible_types", tuple(eligible))
+        object.__setattr__(self, "durations", tuple(durations))
+
+    # -- lookups -------------------------------------------------------------
+
+    def parse_gpu(self, gpu: str, path: str = "gpu") -> GpuRef:
+        """Resolve ``"<node>/<index>"``; raise :class:`FieldError` if it names nothing."""
+        node_id, sep, index_text = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
+        _require(bool(sep) and index_text.isdigit(), path, gpu, "must look like '<node>/<index>'")
+        _require(node_id in self.node_index, path, gpu, f"names unknown node {node_id!r}")
+        node_pos = self.node_index[node_id]
+        index = int(index_text)
+        _require(
+            index < self.nodes[node_pos].gpus,
+            path,
+            gpu,
+            f"index out of range (node {node_id} has {self.nodes[node_pos].gpus} GPUs)",
+        )
+        return GpuRef(node_pos, index)
+
+    def queue_position(self, job_id: str) -> int:
+        """Position of a queued job in ``queue``."""
+        for k, job in enumerate(self.queue):
+            if job.id == job_id:
+                return k
+        raise KeyError(job_id)
+
+    def min_duration(self, position: int) -> int | None:
+        """Shortest duration of queued job ``position`` over its eligible types."""
+        values = self.durations[position].values()
+        return min(values) if values else None
+
+    def deferred_cost_end(self, position: int) -> int:
+        """The end time a deferred job is priced at: horizon + its shortest duration."""
+        shortest = self.min_duration(position)
+        if shortest is None:
+            job = self.queue[position]
+            shortest = (
+                job.duration_s
+                if job.duration_s is not None
+                else min(s for _, s in job.duration_by_type_s)
+            )
+        return self.policy.horizon_s + shortest
+
+    def replace(self, **changes: Any) -> Instance:
+        """A copy with ``changes`` applied, validated again."""
+        return replace(self, **changes)
+
+
+def tenant_quota(instance: Instance, tenant: str) -> int | None:
+    """The GPU quota of ``tenant`` (None when it has none)."""
+    record = instance.tenants.get(tenant)
+    return None if record is None else record.gpu_quota
+
+
+def unique(items: Iterable[str]) -> bool:
+    """True when no item repeats."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return False
+        seen.add(item)
+    return True

@@ -1,0 +1,424 @@
+"""Cluster state over time, for list scheduling (greedy, decoders, simulator).
+
+A :class:`Profile` is a step function of usage over time. A
+:class:`ClusterTimeline` holds, per node, the GPUs free right now (a bit
+mask: exact ids) and GPU / CPU / memory usage profiles for the future
+(counts: nothing is reserved by id past now), and per tenant a GPU usage
+profile for quotas. Placement rules (what fits where) live here once, so
+every policy that list-schedules obeys the same ones as the checker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt.topology import (
+    NodeTopology,
+    choose_gpus,
+    eligible_nodes,
+    needs_nvlink,
+    node_topologies,
+    popcount,
+    single_node,
+)
+
+INF = math.inf
+EPS = 1e-9
+
+
+class Profile:
+    """Usage over time as a step function: ``levels[i]`` holds on [times[i], times[i+1])."""
+
+    __slots__ = ("levels", "times")
+
+    def __init__(self) -> None:
+        self.times: list[int] = [0]
+        self.levels: list[float] = [0.0]
+
+    def _split(self, t: int) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        if self.times[i] != t:
+            self.times.insert(i + 1, t)
+            self.levels.insert(i + 1, self.levels[i])
+            i += 1
+        return i
+
+    def add(self, start: int, end: int, amount: float) -> None:
+        """Add ``amount`` of usage on [start, end)."""
+        if end <= start or amount == 0:
+            return
+        i = self._split(start)
+        j = self._split(end)
+        for k in range(i, j):
+            self.levels[k] += amount
+
+    def peak(self, start: int, end: int) -> float:
+        """Highest usage on [start, end)."""
+        i = bisect.bisect_right(self.times, start) - 1
+        best = self.levels[i]
+        i += 1
+        while i < len(self.times) and self.times[i] < end:
+            best = max(best, self.levels[i])
+            i += 1
+        return best
+
+    def earliest(self, start: int, duration: int, amount: float, limit: float) -> float:
+        """Earliest t >= start with usage + amount <= limit on [t, t+duration); inf if never."""
+        if amount > limit + EPS:
+            return INF
+        t = start
+        i = bisect.bisect_right(self.times, t) - 1
+        while True:
+            end = t + duration
+            k = i
+            blocked = -1
+            while k < len(self.times) and self.times[k] < end:
+                if self.levels[k] + amount > limit + EPS:
+                    blocked = k
+                k += 1
+            if blocked < 0:
+                return t
+            if blocked + 1 >= len(self.times):
+                return INF
+            i = blocked + 1
+            t = self.times[i]
+
+    def releases_after(self, t: int) -> int | None:
+        """First time > t at which usage drops, if any."""
+        i = bisect.bisect_right(self.times, t)
+        while i < len(self.times):
+            if self.levels[i] < self.levels[i - 1]:
+                return self.times[i]
+            i += 1
+        return None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and when a job goes: per node (position, GPU count, GPU mask now)."""
+
+    start: int
+    end: int
+    gpu_type: str
+    nodes: tuple[int, ...]
+    counts: tuple[int, ...]
+    masks: tuple[int, ...] = ()  # exact GPUs, only when start == 0
+
+
+class ClusterTimeline:
+    """Free GPUs now and resource usage over time, node by node and tenant by tenant."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        topologies: tuple[NodeTopology, ...] | None = None,
+        preempted: frozenset[str] = frozenset(),
+        *,
+        wait_for_release: bool = True,
+    ) -> None:
+        # wait_for_release: a job blocked now on a node by NVLink fragmentation is planned
+        # no earlier than that node's next release (the rules allow t=1; bounds need that).
+        self.instance = instance
+        self.wait_for_release = wait_for_release
+        self.topologies = topologies if topologies is not None else node_topologies(instance)
+        self.free_now = [topo.healthy for topo in self.topologies]
+        n = len(instance.nodes)
+        self.gpu_use = [Profile() for _ in range(n)]
+        self.cpu_use = [Profile() for _ in range(n)]
+        self.mem_use = [Profile() for _ in range(n)]
+        self.tenant_use: dict[str, Profile] = {}
+        self._eligible: dict[int, tuple[int, ...]] = {}
+        for job in instance.running:
+            if job.id in preempted:
+                continue
+            per_node: dict[int, int] = {}
+            for gpu in job.gpus:
+                ref = instance.parse_gpu(gpu)
+                self.free_now[ref.node] &= ~(1 << ref.index)
+                per_node[ref.node] = per_node.get(ref.node, 0) + 1
+            self._occupy(
+                job.tenant, per_node, len(job.gpus), job.cpu, job.memory_gb, 0, job.remaining_s
+            )
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _occupy(
+        self,
+        tenant: str,
+        per_node: dict[int, int],
+        total: int,
+        cpu: float,
+        memory_gb: float,
+        start: int,
+        end: int,
+    ) -> None:
+        for node, count in per_node.items():
+            self.gpu_use[node].add(start, end, count)
+            self.cpu_use[node].add(start, end, cpu * count / total)
+            self.mem_use[node].add(start, end, memory_gb * count / total)
+        self.tenant_profile(tenant).add(start, end, total)
+
+    def tenant_profile(self, tenant: str) -> Profile:
+        """The GPU usage profile of ``tenant``."""
+        if tenant not in self.tenant_use:
+            self.tenant_use[tenant] = Profile()
+        return self.tenant_use[tenant]
+
+    def eligible(self, position: int) -> tuple[int, ...]:
+        """Nodes that could ever hold (part of) queued job ``position``."""
+        if position not in self._eligible:
+            self._eligible[position] = eligible_nodes(self.instance, position, self.topologies)
+        return self._eligible[position]
+
+    def commit(self, position: int, placement: Placement) -> None:
+        """Record ``placement`` of queued job ``position``."""
+        job = self.instance.queue[position]
+        for node, mask in zip(placement.nodes, placement.masks, strict=False):
+            self.free_now[node] &= ~mask
+        self._occupy(
+            job.tenant,
+            dict(zip(placement.nodes, placement.counts, strict=True)),
+            job.gpus,
+            job.cpu,
+            job.memory_gb,
+            placement.start,
+            placement.end,
+        )
+
+    # -- fitting -------------------------------------------------------------
+
+    def _node_fit(self, node: int, start: int, duration: int, gpus: int, job: QueuedJob) -> float:
+        """Earliest t >= start at which ``gpus`` of ``job`` fit on ``node`` for ``duration``."""
+        node_rec = self.instance.nodes[node]
+        limit = popcount(self.topologies[node].healthy)
+        share = gpus / job.gpus
+        t: float = start
+        while t < INF:
+            t0 = int(t)
+            t = self.gpu_use[node].earliest(t0, duration, gpus, limit)
+            if job.cpu and t < INF:
+                t = self.cpu_use[node].earliest(int(t), duration, job.cpu * share, node_rec.cpu)
+            if job.memory_gb and t < INF:
+                t = self.mem_use[node].earliest(
+                    int(t), duration, job.memory_gb * share, node_rec.memory_gb
+                )
+            if t == t0:
+                return t
+        return INF
+
+    def _quota_fit(self, job: QueuedJob, start: float, duration: int) -> float:
+        quota = self.instance.tenants.get(job.tenant)
+        if quota is None or quota.gpu_quota is None or start == INF:
+            return start
+        return self.tenant_profile(job.tenant).earliest(
+            int(start), duration, job.gpus, quota.gpu_quota
+        )
+
+    def _fit_with_quota(self, node: int, start: int, duration: int, job: QueuedJob) -> float:
+        """Earliest t >= start where the whole job fits on ``node`` and in its quota."""
+        t: float = start
+        while t < INF:
+            t0 = t
+            t = self._quota_fit(
+                job, self._node_fit(node, int(t), duration, job.gpus, job), duration
+            )
+            if t == t0:
+                return t
+        return INF
+
+    def best_placement(
+        self, position: int, latest_start: int | None = None, *, by_start: bool = False
+    ) -> Placement | None:
+        """The placement of job ``position`` that ends earliest (ties: tightest fit).
+
+        Starting now needs exact free GPUs (NVLink-connected when asked);
+        later starts need free GPU counts. None when nothing fits by
+        ``latest_start`` (default: the horizon). ``by_start`` picks the
+        earliest start instead of the earliest end.
+        """
+        job = self.instance.queue[position]
+        horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
+        best: tuple[float, int, int, int] | None = None
+        chosen: Placement | None = None
+        by_type: dict[str, list[int]] = {}
+        for node in self.eligible(position):
+            by_type.setdefault(self.instance.nodes[node].gpu_type, []).append(node)
+        for gpu_type, nodes in by_type.items():
+            duration = self.instance.durations[position][gpu_type]
+            for placement in self._type_placements(job, duration, gpu_type, nodes, horizon):
+                leftover = (
+                    sum(
+                        popcount(self.free_now[n]) - c
+                        for n, c in zip(placement.nodes, placement.counts, strict=True)
+                    )
+                    if placement.start == 0
+                    else 0
+                )
+                first = placement.start if by_start else placement.end
+                key = (first, leftover, len(placement.nodes), placement.nodes[0])
+                if best is None or key < best:
+                    best, chosen = key, placement
+        return chosen
+
+    def _type_placements(
+        self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int
+    ) -> list[Placement]:
+        topo0 = self.topologies[nodes[0]]
+        if single_node(job, topo0):
+            return self._single_node(job, duration, gpu_type, nodes, horizon)
+        if job.topology == "nvlink":
+            return self._whole_nodes(job, duration, gpu_type, nodes, horizon)
+        return self._spread(job, duration, gpu_type, nodes, horizon)
+
+    def _single_node(
+        self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int
+    ) -> list[Placement]:
+        out: list[Placement] = []
+        best_later: tuple[float, int] | None = None
+        nvlink = needs_nvlink(job)
+        for node in nodes:
+            if (
+                popcount(self.free_now[node]) >= job.gpus
+                and self._fit_with_quota(node, 0, duration, job) == 0
+            ):
+                mask = choose_gpus(self.topologies[node], self.free_now[node], job.gpus, nvlink)
+                if mask is not None:
+                    out.append(Placement(0, duration, gpu_type, (node,), (job.gpus,), (mask,)))
+                    continue
+            # Not now: from the next moment something frees on this node.
+            if out:
+                continue  # a start now always ends no later than any later start here
+            first = (self.gpu_use[node].releases_after(0) or 1) if self.wait_for_release else 1
+            t = self._fit_with_quota(node, max(1, first), duration, job)
+            if t <= horizon and (best_later is None or t < best_later[0]):
+                best_later = (t, node)
+        if not out and best_later is not None:
+            t, node = best_later
+            start = int(t)
+            out.append(Placement(start, start + duration, gpu_type, (node,), (job.gpus,)))
+        return out
+
+    def _whole_nodes(
+        self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int
+    ) -> list[Placement]:
+        """Multi-node nvlink gang: whole nodes of one rack with one shared start."""
+        by_rack: dict[str, list[int]] = {}
+        for node in nodes:
+            by_rack.setdefault(self.instance.nodes[node].rack, []).append(node)
+        out = []
+        for rack_nodes in by_rack.values():
+            size = self.topologies[rack_nodes[0]].size
+            same = [n for n in rack_nodes if self.topologies[n].size == size]
+            if job.gpus % size or len(same) < job.gpus // size:
+                continue
+            placement = self._gang(job, duration, gpu_type, same, job.gpus // size, size, horizon)
+            if placement is not None:
+                out.append(placement)
+        return out
+
+    def _gang(
+        self,
+        job: QueuedJob,
+        duration: int,
+        gpu_type: str,
+        nodes: list[int],
+        k: int,
+        size: int,
+        horizon: int,
+    ) -> Placement | None:
+        now = [
+            n
+            for n in nodes
+            if self.free_now[n] == self.topologies[n].whole
+            and self._node_fit(n, 0, duration, size, job) == 0
+        ]
+        if len(now) >= k and self._quota_fit(job, 0, duration) == 0:
+            chosen = tuple(now[:k])
+            return Placement(
+                0, duration, gpu_type, chosen, (size,) * k, tuple(self.free_now[n] for n in chosen)
+            )
+        t = 1
+        while t <= horizon:
+            fits = sorted((self._node_fit(n, t, duration, size, job), n) for n in nodes)
+            t_k = fits[k - 1][0]
+            if t_k == INF:
+                return None
+            t_q = self._quota_fit(job, t_k, duration)
+            if t_q == t_k == t:
+                chosen = tuple(sorted(n for _, n in fits[:k]))
+                return Placement(t, t + duration, gpu_type, chosen, (size,) * k)
+            if t_q == INF:
+                return None
+            t = int(t_q)
+        return None
+
+    def _spread(
+        self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int
+    ) -> list[Placement]:
+        """``rack`` or ``any`` job: GPUs from several nodes, fewest nodes first."""
+        groups: list[list[int]]
+        if job.topology == "rack":
+            by_rack: dict[str, list[int]] = {}
+            for node in nodes:
+                by_rack.setdefault(self.instance.nodes[node].rack, []).append(node)
+            groups = list(by_rack.values())
+        else:
+            groups = [nodes]
+        out = []
+        for group in groups:
+            times = sorted({0} | {t for n in group for t in self.gpu_use[n].times if t > 0})
+            for t in times:
+                if t > horizon:
+                    break
+                placement = self._spread_at(job, duration, gpu_type, group, t)
+                if placement is not None and self._quota_fit(job, t, duration) == t:
+                    out.append(placement)
+                    break
+        return out
+
+    def _spread_at(
+        self, job: QueuedJob, duration: int, gpu_type: str, group: list[int], t: int
+    ) -> Placement | None:
+        room = []
+        for node in group:
+            topo = self.topologies[node]
+            free = popcount(self.free_now[node]) if t == 0 else popcount(topo.healthy)
+            limit = popcount(topo.healthy)
+            gpus = min(free, int(limit - self.gpu_use[node].peak(t, t + duration) + EPS))
+            node_rec = self.instance.nodes[node]
+            if job.cpu:
+                per_gpu = job.cpu / job.gpus
+                spare = node_rec.cpu - self.cpu_use[node].peak(t, t + duration)
+                gpus = min(gpus, int(spare / per_gpu + EPS))
+            if job.memory_gb:
+                per_gpu = job.memory_gb / job.gpus
+                spare = node_rec.memory_gb - self.mem_use[node].peak(t, t + duration)
+                gpus = min(gpus, int(spare / per_gpu + EPS))
+            if gpus > 0:
+                room.append((gpus, node))
+        if sum(g for g, _ in room) < job.gpus:
+            return None
+        # Tightest single node first, else largest pieces first (fewest nodes).
+        single = sorted((g, n) for g, n in room if g >= job.gpus)
+        picks = [(job.gpus, single[0][1])] if single else []
+        if not picks:
+            need = job.gpus
+            for gpus, node in sorted(room, key=lambda r: (-r[0], r[1])):
+                take = min(gpus, need)
+                picks.append((take, node))
+                need -= take
+                if need == 0:
+                    break
+        picks.sort(key=lambda p: p[1])
+        chosen = tuple(n for _, n in picks)
+        counts = tuple(c for c, _ in picks)
+        masks: tuple[int, ...] = ()
+        if t == 0:
+            found = [choose_gpus(self.topologies[n], self.free_now[n], c, False) for c, n in picks]
+            if any(m is None for m in found):
+                return None
+            masks = tuple(m for m in found if m is not None)
+        return Placement(t, t + duration, gpu_type, chosen, counts, masks)

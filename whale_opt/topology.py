@@ -1,0 +1,299 @@
+"""The topology graph and what it yields: NVLink blocks, eligible nodes, GPU sets.
+
+One ``networkx.Graph`` holds GPUs, servers, racks and the spine; NVLink edges
+carry a bandwidth. Solvers never see the graph: they get, per node, a
+:class:`NodeTopology` (bit masks derived from the graph) and the eligibility
+and GPU-set choices computed here. GPU sets are ints used as bit masks over
+a node's GPU indices.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+import networkx as nx
+
+from whale_opt.problem_data import Instance, Node, QueuedJob
+
+NVLINK_GBPS = {"nvswitch": 900.0, "hybrid-cube-mesh": 300.0, "pairs": 600.0, "edges": 300.0}
+PCIE_GBPS = 64.0
+
+_CUBE_MESH = (
+    [(a, b) for a, b in itertools.combinations(range(4), 2)]
+    + [(a, b) for a, b in itertools.combinations(range(4, 8), 2)]
+    + [(i, i + 4) for i in range(4)]
+)
+
+
+def nvlink_edges(nvlink: str | tuple[tuple[int, int], ...], gpus: int) -> list[tuple[int, int]]:
+    """NVLink-linked GPU index pairs of a node layout (FORMAT.md)."""
+    if not isinstance(nvlink, str):
+        return sorted({(min(a, b), max(a, b)) for a, b in nvlink})
+    if nvlink == "nvswitch":
+        return list(itertools.combinations(range(gpus), 2))
+    if nvlink == "hybrid-cube-mesh":
+        return list(_CUBE_MESH)
+    if nvlink == "pairs":
+        return [(i, i + 1) for i in range(0, gpus - 1, 2)]
+    return []
+
+
+def gpu_key(node_id: str, index: int) -> tuple[str, str]:
+    """Graph key of a GPU."""
+    return ("gpu", f"{node_id}/{index}")
+
+
+def build_graph(instance: Instance) -> nx.Graph:
+    """The cluster as a graph: GPU - server - rack - spine, plus NVLink edges.
+
+    GPU vertices carry ``node``, ``index``, ``gpu_type`` and ``healthy``;
+    NVLink edges carry ``kind="nvlink"`` and ``bandwidth_gbps``.
+    """
+    graph = nx.Graph()
+    graph.add_node(("spine",), kind="spine")
+    for node in instance.nodes:
+        server = ("node", node.id)
+        rack = ("rack", node.rack)
+        graph.add_node(rack, kind="rack")
+        graph.add_edge(rack, ("spine",), kind="network")
+        graph.add_node(server, kind="node", healthy=not node.down, gpu_type=node.gpu_type)
+        graph.add_edge(server, rack, kind="network")
+        healthy = set(node.healthy_indices)
+        for index in range(node.gpus):
+            key = gpu_key(node.id, index)
+            graph.add_node(
+                key,
+                kind="gpu",
+                node=node.id,
+                index=index,
+                gpu_type=node.gpu_type,
+                healthy=index in healthy,
+            )
+            graph.add_edge(key, server, kind="pcie", bandwidth_gbps=PCIE_GBPS)
+        layout = node.nvlink if isinstance(node.nvlink, str) else "edges"
+        for a, b in nvlink_edges(node.nvlink, node.gpus):
+            graph.add_edge(
+                gpu_key(node.id, a),
+                gpu_key(node.id, b),
+                kind="nvlink",
+                bandwidth_gbps=NVLINK_GBPS.get(layout, 300.0),
+            )
+    return graph
+
+
+def bits(mask: int) -> Iterator[int]:
+    """Indices of the set bits of ``mask``, ascending."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def popcount(mask: int) -> int:
+    """Number of set bits."""
+    return mask.bit_count()
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    """A node's NVLink structure as bit masks (derived from the graph).
+
+    ``adjacency[i]`` is the mask of GPUs NVLink-linked to GPU ``i``;
+    ``healthy`` the mask of usable GPUs; ``clique`` whether every pair of
+    healthy GPUs is linked (so any subset is NVLink-connected).
+    """
+
+    node: Node
+    adjacency: tuple[int, ...]
+    healthy: int
+    clique: bool
+
+    @property
+    def size(self) -> int:
+        """GPUs on the node, healthy or not."""
+        return self.node.gpus
+
+    @property
+    def whole(self) -> int:
+        """Mask of all the node's GPUs."""
+        return (1 << self.node.gpus) - 1
+
+    def connected(self, mask: int) -> bool:
+        """Whether ``mask`` induces a connected NVLink subgraph (one GPU is)."""
+        if mask == 0:
+            return False
+        if self.clique and mask & ~self.healthy == 0:
+            return True
+        start = mask & -mask
+        seen = start
+        frontier = start
+        while frontier:
+            low = frontier & -frontier
+            frontier ^= low
+            step = self.adjacency[low.bit_length() - 1] & mask & ~seen
+            seen |= step
+            frontier |= step
+        return seen == mask
+
+    def components(self, mask: int) -> list[int]:
+        """Connected NVLink components of ``mask``."""
+        parts = []
+        rest = mask
+        while rest:
+            start = rest & -rest
+            seen = start
+            frontier = start
+            while frontier:
+                low = frontier & -frontier
+                frontier ^= low
+                step = self.adjacency[low.bit_length() - 1] & mask & ~seen
+                seen |= step
+                frontier |= step
+            parts.append(seen)
+            rest &= ~seen
+        return parts
+
+    def largest_block(self, mask: int) -> int:
+        """Size of the largest NVLink-connected part of ``mask``."""
+        if self.clique:
+            return popcount(mask & self.healthy)
+        return max((popcount(part) for part in self.components(mask)), default=0)
+
+
+def node_topologies(instance: Instance, graph: nx.Graph | None = None) -> tuple[NodeTopology, ...]:
+    """One :class:`NodeTopology` per node, read off the topology graph."""
+    graph = build_graph(instance) if graph is None else graph
+    result = []
+    for node in instance.nodes:
+        adjacency = [0] * node.gpus
+        healthy = 0
+        for index in range(node.gpus):
+            key = gpu_key(node.id, index)
+            if graph.nodes[key]["healthy"]:
+                healthy |= 1 << index
+            for other in graph.neighbors(key):
+                data = graph.edges[key, other]
+                if data["kind"] == "nvlink":
+                    adjacency[index] |= 1 << graph.nodes[other]["index"]
+        clique = all((adjacency[i] | (1 << i)) & healthy == healthy for i in bits(healthy))
+        result.append(NodeTopology(node, tuple(adjacency), healthy, clique))
+    return tuple(result)
+
+
+def needs_nvlink(job: QueuedJob) -> bool:
+    """Whether the job's GPUs on each node must be NVLink-connected."""
+    return job.topology == "nvlink" and job.gpus > 1
+
+
+def single_node(job: QueuedJob, topo: NodeTopology) -> bool:
+    """Whether ``job`` must sit on one node when placed on ``topo``'s GPU type.
+
+    ``nvlink`` jobs no larger than a node and ``node`` jobs take one node;
+    larger ``nvlink`` jobs take whole nodes of one rack; ``rack`` and ``any``
+    jobs may spread.
+    """
+    if job.topology == "node":
+        return True
+    return job.topology == "nvlink" and job.gpus <= topo.size
+
+
+def node_can_host(job: QueuedJob, topo: NodeTopology) -> bool:
+    """Whether ``topo``'s node, when empty, could hold its share of ``job``."""
+    if topo.healthy == 0:
+        return False
+    if job.topology == "nvlink" and job.gpus > topo.size:
+        # Whole-node member of a multi-node gang: every GPU healthy and linked.
+        return topo.healthy == topo.whole and topo.connected(topo.whole)
+    if job.topology == "node" or job.topology == "nvlink":
+        if job.gpus > popcount(topo.healthy):
+            return False
+        return not needs_nvlink(job) or topo.largest_block(topo.healthy) >= job.gpus
+    return True
+
+
+def eligible_nodes(
+    instance: Instance, position: int, topologies: tuple[NodeTopology, ...]
+) -> tuple[int, ...]:
+    """Positions of nodes that could hold (part of) queued job ``position``.
+
+    Type, memory, health and the node's NVLink structure are honoured; what is
+    busy is not (see the solvers).
+    """
+    job = instance.queue[position]
+    types = set(instance.eligible_types[position])
+    return tuple(
+        k
+        for k, topo in enumerate(topologies)
+        if topo.node.gpu_type in types and node_can_host(job, topo)
+    )
+
+
+@cache
+def _subsets(free: int, size: int) -> tuple[int, ...]:
+    return tuple(
+        sum(1 << i for i in combo) for combo in itertools.combinations(tuple(bits(free)), size)
+    )
+
+
+MAX_SUBSETS = 2_000
+
+
+def choose_gpus(topo: NodeTopology, free: int, size: int, nvlink: bool) -> int | None:
+    """The best ``size`` GPUs among ``free`` on one node, or None if none fit.
+
+    With ``nvlink`` the set must be NVLink-connected. Among the sets that fit,
+    take the one that leaves the largest NVLink block free (then the fewest
+    free fragments, then the lowest indices), so large jobs still find room.
+    """
+    free &= topo.healthy
+    if popcount(free) < size:
+        return None
+    if topo.clique or popcount(free) == size:
+        chosen = 0
+        for index in itertools.islice(bits(free), size):
+            chosen |= 1 << index
+        if nvlink and not topo.connected(chosen):
+            return None
+        return chosen
+    best: tuple[int, int, int] | None = None
+    best_mask = None
+    for count, mask in enumerate(_subsets(free, size)):
+        if count >= MAX_SUBSETS and best_mask is not None:
+            break
+        if nvlink and not topo.connected(mask):
+            continue
+        rest = free & ~mask
+        parts = topo.components(rest)
+        score = (-max((popcount(p) for p in parts), default=0), len(parts), mask)
+        if best is None or score < best:
+            best, best_mask = score, mask
+    return best_mask
+
+
+def mask_to_ids(node: Node, mask: int) -> tuple[str, ...]:
+    """Public GPU ids of the GPUs in ``mask``."""
+    return tuple(node.gpu_id(i) for i in bits(mask))
+
+
+def independent_pools(instance: Instance) -> list[tuple[set[str], list[int]]]:
+    """Split GPU types and queued jobs into groups that share no GPU type.
+
+    Each group (types, job positions) is an independent sub-problem: no job
+    of one group can use any GPU of another. Tenant quotas couple groups, so
+    callers must not split instances whose tenants with quotas span groups.
+    """
+    graph = nx.Graph()
+    graph.add_nodes_from(("type", name) for name in instance.gpu_types)
+    for position, types in enumerate(instance.eligible_types):
+        graph.add_node(("job", position))
+        for name in types:
+            graph.add_edge(("job", position), ("type", name))
+    groups: list[tuple[set[str], list[int]]] = []
+    for component in nx.connected_components(graph):
+        names = {key[1] for key in component if key[0] == "type"}
+        jobs = sorted(key[1] for key in component if key[0] == "job")
+        groups.append((names, jobs))
+    return groups
