@@ -38,8 +38,12 @@ def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
     starts, ends = [], []
     for position in range(len(instance.queue)):
         by_end = timeline.best_placement(position)
-        by_start = timeline.best_placement(position, by_start=True)
-        ends.append(math.inf if by_end is None else float(by_end.end))
+        if by_end is None:
+            starts.append(math.inf)
+            ends.append(math.inf)
+            continue
+        by_start = by_end if by_end.start == 0 else timeline.best_placement(position, by_start=True)
+        ends.append(float(by_end.end))
         starts.append(math.inf if by_start is None else float(by_start.start))
     return starts, ends
 

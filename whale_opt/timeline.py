@@ -65,13 +65,18 @@ class Profile:
             i += 1
         return best
 
-    def earliest(self, start: int, duration: int, amount: float, limit: float) -> float:
-        """Earliest t >= start with usage + amount <= limit on [t, t+duration); inf if never."""
+    def earliest(
+        self, start: int, duration: int, amount: float, limit: float, give_up: float = INF
+    ) -> float:
+        """Earliest t >= start with usage + amount <= limit on [t, t+duration).
+
+        inf if never, or if only later than ``give_up``.
+        """
         if amount > limit + EPS:
             return INF
         t = start
         i = bisect.bisect_right(self.times, t) - 1
-        while True:
+        while t <= give_up:
             end = t + duration
             k = i
             blocked = -1
@@ -85,6 +90,11 @@ class Profile:
                 return INF
             i = blocked + 1
             t = self.times[i]
+        return INF
+
+    def level_at(self, t: int) -> float:
+        """Usage at time ``t``."""
+        return self.levels[bisect.bisect_right(self.times, t) - 1]
 
     def releases_after(self, t: int) -> int | None:
         """First time > t at which usage drops, if any."""
@@ -190,41 +200,54 @@ class ClusterTimeline:
 
     # -- fitting -------------------------------------------------------------
 
-    def _node_fit(self, node: int, start: int, duration: int, gpus: int, job: QueuedJob) -> float:
+    def _node_fit(
+        self,
+        node: int,
+        start: int,
+        duration: int,
+        gpus: int,
+        job: QueuedJob,
+        give_up: float = INF,
+    ) -> float:
         """Earliest t >= start at which ``gpus`` of ``job`` fit on ``node`` for ``duration``."""
         node_rec = self.instance.nodes[node]
         limit = popcount(self.topologies[node].healthy)
         share = gpus / job.gpus
         t: float = start
-        while t < INF:
+        while t <= give_up:
             t0 = int(t)
-            t = self.gpu_use[node].earliest(t0, duration, gpus, limit)
+            t = self.gpu_use[node].earliest(t0, duration, gpus, limit, give_up)
             if job.cpu and t < INF:
-                t = self.cpu_use[node].earliest(int(t), duration, job.cpu * share, node_rec.cpu)
+                t = self.cpu_use[node].earliest(
+                    int(t), duration, job.cpu * share, node_rec.cpu, give_up
+                )
             if job.memory_gb and t < INF:
                 t = self.mem_use[node].earliest(
-                    int(t), duration, job.memory_gb * share, node_rec.memory_gb
+                    int(t), duration, job.memory_gb * share, node_rec.memory_gb, give_up
                 )
             if t == t0:
                 return t
         return INF
 
-    def _quota_fit(self, job: QueuedJob, start: float, duration: int) -> float:
+    def _quota_fit(
+        self, job: QueuedJob, start: float, duration: int, give_up: float = INF
+    ) -> float:
         quota = self.instance.tenants.get(job.tenant)
         if quota is None or quota.gpu_quota is None or start == INF:
             return start
         return self.tenant_profile(job.tenant).earliest(
-            int(start), duration, job.gpus, quota.gpu_quota
+            int(start), duration, job.gpus, quota.gpu_quota, give_up
         )
 
-    def _fit_with_quota(self, node: int, start: int, duration: int, job: QueuedJob) -> float:
+    def _fit_with_quota(
+        self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
+    ) -> float:
         """Earliest t >= start where the whole job fits on ``node`` and in its quota."""
         t: float = start
-        while t < INF:
+        while t <= give_up:
             t0 = t
-            t = self._quota_fit(
-                job, self._node_fit(node, int(t), duration, job.gpus, job), duration
-            )
+            t = self._node_fit(node, int(t), duration, job.gpus, job, give_up)
+            t = self._quota_fit(job, t, duration, give_up)
             if t == t0:
                 return t
         return INF
@@ -246,9 +269,17 @@ class ClusterTimeline:
         by_type: dict[str, list[int]] = {}
         for node in self.eligible(position):
             by_type.setdefault(self.instance.nodes[node].gpu_type, []).append(node)
-        for gpu_type, nodes in by_type.items():
+        # Fastest types first, so their ends prune the search on slower ones.
+        for gpu_type, nodes in sorted(
+            by_type.items(), key=lambda item: self.instance.durations[position][item[0]]
+        ):
             duration = self.instance.durations[position][gpu_type]
-            for placement in self._type_placements(job, duration, gpu_type, nodes, horizon):
+            latest = horizon
+            if best is not None and not by_start:
+                latest = min(horizon, int(best[0]) - duration)
+            if latest < 0:
+                continue
+            for placement in self._type_placements(job, duration, gpu_type, nodes, latest):
                 leftover = (
                     sum(
                         popcount(self.free_now[n]) - c
@@ -277,22 +308,23 @@ class ClusterTimeline:
         self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int
     ) -> list[Placement]:
         out: list[Placement] = []
-        best_later: tuple[float, int] | None = None
         nvlink = needs_nvlink(job)
         for node in nodes:
             if (
                 popcount(self.free_now[node]) >= job.gpus
-                and self._fit_with_quota(node, 0, duration, job) == 0
+                and self._fit_with_quota(node, 0, duration, job, 0) == 0
             ):
                 mask = choose_gpus(self.topologies[node], self.free_now[node], job.gpus, nvlink)
                 if mask is not None:
                     out.append(Placement(0, duration, gpu_type, (node,), (job.gpus,), (mask,)))
-                    continue
+        if out:
+            return out  # a start now ends no later than any later start on this type
+        best_later: tuple[float, int] | None = None
+        for node in nodes:
             # Not now: from the next moment something frees on this node.
-            if out:
-                continue  # a start now always ends no later than any later start here
             first = (self.gpu_use[node].releases_after(0) or 1) if self.wait_for_release else 1
-            t = self._fit_with_quota(node, max(1, first), duration, job)
+            give_up = horizon if best_later is None else best_later[0] - 1
+            t = self._fit_with_quota(node, max(1, first), duration, job, give_up)
             if t <= horizon and (best_later is None or t < best_later[0]):
                 best_later = (t, node)
         if not out and best_later is not None:
@@ -369,10 +401,21 @@ class ClusterTimeline:
             groups = [nodes]
         out = []
         for group in groups:
-            times = sorted({0} | {t for n in group for t in self.gpu_use[n].times if t > 0})
-            for t in times:
+            # Room only grows where some node's usage drops: try now and those moments.
+            times = {0}
+            for n in group:
+                profile = self.gpu_use[n]
+                times.update(
+                    profile.times[k]
+                    for k in range(1, len(profile.times))
+                    if profile.levels[k] < profile.levels[k - 1]
+                )
+            capacity = sum(popcount(self.topologies[n].healthy) for n in group)
+            for t in sorted(times):
                 if t > horizon:
                     break
+                if capacity - sum(self.gpu_use[n].level_at(t) for n in group) < job.gpus:
+                    continue
                 placement = self._spread_at(job, duration, gpu_type, group, t)
                 if placement is not None and self._quota_fit(job, t, duration) == t:
                     out.append(placement)
