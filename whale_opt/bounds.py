@@ -3,33 +3,39 @@
 Two bounds, and the round reports the larger:
 
 - **Earliest end.** A job can end no earlier than its earliest possible
-  placement with only the running jobs present (the rules of the checker,
-  with the t = 1 start allowed on NVLink-fragmented nodes), and never costs
-  more than being deferred: ``sum w_j * min(e_j, horizon + d_j)``.
-- **Fluid (mean busy time).** Every GPU of speed s delivers s units of work
-  per second. Job j needs at least ``a_j = min_p gpus_j * d_jp * speed_p``
-  units; its completion is at least its mean busy time plus half its
-  shortest duration. Relaxing the gang to a fluid that may use any capacity
-  at any rate, ``sum w_j * MBT_j`` is minimised by processing, at every
-  moment, the released job of highest density ``w_j / a_j`` (Goemans'
-  preemptive-WSPT LP schedule, which stays optimal on a capacity profile
-  that changes over time). A unit of j processed at t costs
-  ``w_j/a_j * (t + d_j/2)``; deferring it costs ``w_j/a_j * (H + d_j)``,
-  so work past ``H + d_j/2`` is deferred in the relaxation.
+  placement with only the running jobs present (the checker's rules, with
+  the t = 1 start allowed on NVLink-fragmented nodes), and never costs more
+  than being deferred: ``sum w_j * min(e_j, horizon + d_j)``.
+- **Time-indexed transportation (mean busy time).** A GPU of speed s does
+  s units of work per second. Job j needs at least
+  ``a_j = min_p gpus_j * d_jp * speed_p`` units, at most ``gpus_j * speed_p``
+  per second on type p, never before its earliest start ``r_j``. Its
+  completion on type p is its mean busy time plus ``d_jp / 2``, and a unit
+  processed in time bucket [b, b') happened no earlier than ``max(b, r_j)``.
+  So pricing each unit of j in bucket b of type p at
+  ``w_j / a_j * (max(b, r_j) + d_jp / 2)``, and a deferred unit at
+  ``w_j / a_j * (horizon + d_j)``, then shipping all work at least cost
+  within each type's free capacity per bucket (a min-cost flow) bounds every
+  valid decision from below: gangs, NVLink, CPU, quotas and exact placement
+  are relaxed, and work is divisible. Rounding goes the safe way throughout
+  (work down, capacity up, prices down).
 
-Both are computed per group of GPU types that share no job (independent
-sub-problems), and need ``policy.allow_preemption`` off (capacity held by
-running jobs is then fixed).
+Both need ``policy.allow_preemption`` off (capacity held by running jobs is
+then fixed).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 
+import numpy as np
+from ortools.graph.python import min_cost_flow
+
 from whale_opt.problem_data import Instance
-from whale_opt.timeline import ClusterTimeline
-from whale_opt.topology import independent_pools, popcount
+from whale_opt.timeline import ClusterTimeline, Profile
+from whale_opt.topology import popcount
+
+_FOREVER = 2**62
 
 
 def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
@@ -57,103 +63,125 @@ def earliest_end_bound(instance: Instance, ends: list[float] | None = None) -> f
     )
 
 
-def _capacity_profile(instance: Instance, types: set[str]) -> list[tuple[float, float]]:
-    """(time, capacity in speed-units) breakpoints for the nodes of ``types``."""
+def _type_capacity(instance: Instance) -> dict[str, Profile]:
+    """Per GPU type, free speed-weighted capacity over time (healthy minus running)."""
     timeline = ClusterTimeline(instance)
-    total = 0.0
-    deltas: dict[int, float] = {}
+    capacity: dict[str, Profile] = {}
     for node_pos, node in enumerate(instance.nodes):
-        if node.gpu_type not in types:
-            continue
         speed = instance.gpu_types[node.gpu_type].speed
-        total += popcount(timeline.topologies[node_pos].healthy) * speed
-        profile = timeline.gpu_use[node_pos]
-        for k, t in enumerate(profile.times):
-            before = profile.levels[k - 1] if k else 0.0
-            deltas[t] = deltas.get(t, 0.0) - (profile.levels[k] - before) * speed
-    points = []
-    level = total
-    for t in sorted(deltas):
-        level += deltas[t]
-        points.append((float(t), max(level, 0.0)))
-    if not points or points[0][0] > 0:
-        points.insert(0, (0.0, total))
-    return points
+        profile = capacity.setdefault(node.gpu_type, Profile())
+        healthy = popcount(timeline.topologies[node_pos].healthy)
+        profile.add(0, _FOREVER, healthy * speed)
+        used = timeline.gpu_use[node_pos]
+        for k, t in enumerate(used.times):
+            end = used.times[k + 1] if k + 1 < len(used.times) else _FOREVER
+            profile.add(t, end, -used.levels[k] * speed)
+    return capacity
 
 
-def fluid_bound(instance: Instance, releases: list[float] | None = None) -> float:
-    """The fluid mean-busy-time bound with release dates (see module docstring)."""
+def _integral(profile: Profile, start: float, end: float) -> float:
+    """Integral of ``profile`` over [start, end)."""
     total = 0.0
-    horizon = instance.policy.horizon_s
-    for types, jobs in independent_pools(instance):
-        if not jobs:
-            continue
-        eligible = [k for k in jobs if instance.eligible_types[k]]
-        for k in jobs:
-            if not instance.eligible_types[k]:
-                total += instance.queue[k].weight * instance.deferred_cost_end(k)
-        if not eligible:
-            continue
-        total += _fluid_group(instance, types, eligible, releases, horizon)
+    times, levels = profile.times, profile.levels
+    for k, t in enumerate(times):
+        nxt = times[k + 1] if k + 1 < len(times) else math.inf
+        lo, hi = max(t, start), min(nxt, end)
+        if hi > lo:
+            total += levels[k] * (hi - lo)
     return total
 
 
-def _fluid_group(
-    instance: Instance, types: set[str], jobs: list[int], releases: list[float] | None, horizon: int
-) -> float:
-    profile = _capacity_profile(instance, types)
-    work, density, cutoff, shortest = {}, {}, {}, {}
-    for k in jobs:
+def _buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> list[float]:
+    """Time-bucket boundaries: ``step`` long at first, then growing by ``ratio``."""
+    bounds = [0.0]
+    while bounds[-1] < horizon:
+        bounds.append(bounds[-1] + max(step, ratio * bounds[-1]))
+    return bounds
+
+
+def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> float:
+    """The time-indexed transportation bound (see module docstring), as a min-cost flow."""
+    horizon = instance.policy.horizon_s
+    capacity = _type_capacity(instance)
+    jobs = [k for k in range(len(instance.queue)) if math.isfinite(starts[k])]
+    outside = sum(
+        job.weight * min(ends[k], instance.deferred_cost_end(k))
+        for k, job in enumerate(instance.queue)
+        if not math.isfinite(starts[k])
+    )
+    if not jobs:
+        return outside
+    work = {
+        k: min(
+            instance.queue[k].gpus * d * instance.gpu_types[p].speed
+            for p, d in instance.durations[k].items()
+        )
+        for k in jobs
+    }
+    unit = max(1.0, max(work.values()) / 100_000)
+    supply = {k: int(work[k] // unit) for k in jobs}
+    small = [k for k in jobs if supply[k] == 0]
+    outside += sum(
+        instance.queue[k].weight * min(ends[k], instance.deferred_cost_end(k)) for k in small
+    )
+    jobs = [k for k in jobs if supply[k] > 0]
+    if not jobs:
+        return outside
+    grid = _buckets(horizon + max(max(instance.durations[k].values()) for k in jobs))
+    types = sorted(capacity)
+    n_buckets = len(grid) - 1
+    # Node ids: jobs, then (type, bucket), then defer, then sink.
+    bucket_node = {
+        (p, b): len(jobs) + i * n_buckets + b for i, p in enumerate(types) for b in range(n_buckets)
+    }
+    defer = len(jobs) + len(types) * n_buckets
+    sink = defer + 1
+    total_weighted = sum(instance.queue[k].weight * instance.deferred_cost_end(k) for k in jobs)
+    scale = max(1.0, 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0)))
+    arcs: list[tuple[int, int, int, int]] = []  # tail, head, capacity, unit cost
+
+    def arc(tail: int, head: int, cap: int, cost: int) -> None:
+        arcs.append((tail, head, cap, cost))
+
+    for j, k in enumerate(jobs):
         job = instance.queue[k]
-        durations = instance.durations[k]
-        work[k] = min(job.gpus * d * instance.gpu_types[p].speed for p, d in durations.items())
-        shortest[k] = min(durations.values())
-        density[k] = job.weight / work[k]
-        cutoff[k] = horizon + shortest[k] / 2
-    release = {k: (0.0 if releases is None else max(0.0, releases[k])) for k in jobs}
-    pending = sorted(jobs, key=lambda k: release[k])
-    active: list[tuple[float, int]] = []
-    cost = 0.0
-    t = 0.0
-    seg = 0
-    nxt = 0
-    while nxt < len(pending) or active:
-        while nxt < len(pending) and release[pending[nxt]] <= t:
-            heapq.heappush(active, (-density[pending[nxt]], pending[nxt]))
-            nxt += 1
-        next_release = release[pending[nxt]] if nxt < len(pending) else math.inf
-        if not active:
-            t = next_release
-            continue
-        _, k = active[0]
-        if t >= cutoff[k]:
-            heapq.heappop(active)
-            cost += density[k] * work[k] * (horizon + shortest[k])
-            continue
-        while seg + 1 < len(profile) and profile[seg + 1][0] <= t:
-            seg += 1
-        capacity = profile[seg][1]
-        next_change = profile[seg + 1][0] if seg + 1 < len(profile) else math.inf
-        stop = min(next_change, next_release, cutoff[k])
-        if capacity <= 0:
-            if stop == math.inf:
-                break
-            t = stop
-            continue
-        finish = t + work[k] / capacity
-        end = min(finish, stop)
-        done = work[k] if finish <= stop else capacity * (end - t)
-        cost += density[k] * (capacity * (end * end - t * t) / 2 + done * shortest[k] / 2)
-        work[k] -= done
-        t = end
-        if finish <= stop:
-            heapq.heappop(active)
-    # Whatever is left (no capacity ever again) is deferred.
-    for _, k in active:
-        cost += density[k] * work[k] * (horizon + shortest[k])
-    for k in pending[nxt:]:
-        cost += density[k] * work[k] * (horizon + shortest[k])
-    return cost
+        per_unit = scale * job.weight / supply[k]
+        cutoff = horizon + min(instance.durations[k].values())
+        arc(j, defer, supply[k], int(per_unit * cutoff))
+        for p, duration in instance.durations[k].items():
+            if p not in capacity:
+                continue  # no node of this type
+            rate = job.gpus * instance.gpu_types[p].speed / unit
+            for b in range(n_buckets):
+                lo, hi = max(grid[b], starts[k]), grid[b + 1]
+                if hi <= lo:
+                    continue
+                t_eff = lo + duration / 2
+                if t_eff >= cutoff:
+                    break  # from here on deferring is never dearer
+                arc(
+                    j,
+                    bucket_node[(p, b)],
+                    min(supply[k], math.ceil(rate * (hi - lo))),
+                    int(per_unit * t_eff),
+                )
+    for p in types:
+        for b in range(n_buckets):
+            room = _integral(capacity[p], grid[b], grid[b + 1]) / unit
+            if room > 0:
+                arc(bucket_node[(p, b)], sink, math.ceil(room), 0)
+    arc(defer, sink, sum(supply.values()), 0)
+    flow = min_cost_flow.SimpleMinCostFlow()
+    tails, heads, caps, costs = (
+        np.array(column, dtype=np.int64) for column in zip(*arcs, strict=True)
+    )
+    flow.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
+    for j, k in enumerate(jobs):
+        flow.set_node_supply(j, supply[k])
+    flow.set_node_supply(sink, -sum(supply.values()))
+    if flow.solve() != flow.OPTIMAL:
+        return outside  # cannot happen (deferral always has room); stay valid
+    return outside + flow.optimal_cost() / scale
 
 
 def lower_bound(instance: Instance) -> float:
@@ -161,7 +189,4 @@ def lower_bound(instance: Instance) -> float:
     if instance.policy.allow_preemption and instance.running:
         return 0.0  # preemption frees capacity at a price these bounds do not model
     starts, ends = earliest_times(instance)
-    # A release date must not exceed the deferral cut-off, or the fluid would
-    # skip the job; capping it keeps the bound valid (it only relaxes).
-    capped = [min(s, instance.policy.horizon_s) for s in starts]
-    return max(earliest_end_bound(instance, ends), fluid_bound(instance, capped))
+    return max(earliest_end_bound(instance, ends), flow_bound(instance, starts, ends))

@@ -351,7 +351,13 @@ class _Checker:
                     break
 
     def _summary(self) -> None:
-        """Objective recomputed, bound below it, horizon echoed."""
+        """Objective recomputed, bound below it, instance and horizon echoed."""
+        if self.decision.instance != self.instance.name:
+            self.flag(
+                None,
+                "instance",
+                f"decision is for {self.decision.instance!r}, not {self.instance.name!r}",
+            )
         expected = objective(self.instance, self.decision.jobs)
         if not math.isclose(self.decision.objective, expected, rel_tol=TOLERANCE, abs_tol=1e-3):
             self.flag(

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -109,13 +109,24 @@ def solve_command(
 ) -> None:
     """Decide one round for INSTANCE_FILE and print the placement."""
     instance = read_instance(instance_file)
+    if output is not None and not output.parent.is_dir():
+        _fail(output, "cannot write: no such directory")
     decision = solve(instance, solver=solver, preset=preset, time_limit_s=time_limit)
     if output is not None:
-        write_decision(output, decision)
+        try:
+            write_decision(output, decision)
+        except OSError as exc:
+            _fail(output, f"cannot write: {exc.strerror or exc}")
     if as_json:
         click.echo(json.dumps(decision_to_dict(decision), indent=1))
     else:
         click.echo(render_table(instance, decision))
+
+
+def _fail(path: Path, message: str) -> NoReturn:
+    """Report an unusable output path on one line and exit 2, like bad input."""
+    click.echo(f"error: {path}: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 def render_table(instance: Instance, decision: Decision) -> str:

@@ -17,7 +17,7 @@ to days), not any one trace.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -115,10 +115,10 @@ def _running(
     """Fill each node to about ``load`` with NVLink-connected jobs of 1-8 GPUs."""
     probe = Instance("probe", types, tuple(nodes))
     topologies = node_topologies(probe)
-    jobs = []
+    jobs: list[RunningJob] = []
     for topo in topologies:
         free = topo.healthy
-        target = int(round(popcount(free) * min(1.0, rng.normal(load, 0.2))))
+        target = round(popcount(free) * min(1.0, rng.normal(load, 0.2)))
         used = 0
         while used < target:
             size = int(rng.choice([1, 1, 2, 4, 8]))
@@ -232,10 +232,7 @@ def generate(
     queue = _queue(rng, mix, queued, large, median)
     if family == "fragmented":
         queue = [
-            QueuedJob(
-                **{**_fields(job), "gpus": int(rng.choice([2, 4, 4, 8])), "topology": "nvlink"}
-            )
-            for job in queue
+            replace(job, gpus=int(rng.choice([2, 4, 4, 8])), topology="nvlink") for job in queue
         ]
     tenants = {name: Tenant(name, gpu_quota=None) for name in TENANTS}
     tenants["research"] = Tenant("research", gpu_quota=max(8, gpus // 8))
@@ -248,7 +245,3 @@ def generate(
         tenants=tenants,
         policy=Policy(time_limit_s=time_limit_s, seed=seed),
     )
-
-
-def _fields(job: QueuedJob) -> dict[str, object]:
-    return {name: getattr(job, name) for name in job.__dataclass_fields__}

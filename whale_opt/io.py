@@ -8,9 +8,10 @@ and the bad value. Writing is atomic: a file is either whole or untouched.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import resources
@@ -58,6 +59,12 @@ def schema(kind: str) -> dict[str, Any]:
     return loaded
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """``value`` as JSON, cut short: how every message quotes a bad value."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _json_path(parts: Any) -> str:
     path = ""
     for part in parts:
@@ -65,28 +72,109 @@ def _json_path(parts: Any) -> str:
     return path or "(top level)"
 
 
+_BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+
+
+def _describe(spec: Any) -> str:
+    """A short English description of what schema ``spec`` accepts."""
+    if not isinstance(spec, dict):
+        return "anything" if spec is True else "nothing"
+    if "enum" in spec:
+        return "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    if "const" in spec:
+        return json.dumps(spec["const"])
+    kinds = spec.get("type", "value")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    text = " or ".join(f"{'an' if k[0] in 'aeiou' else 'a'} {k}" for k in kinds)
+    if "object" in kinds and spec.get("required"):
+        text += " with " + ", ".join(json.dumps(k) for k in spec["required"])
+    return text
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
+    """The JSON path and a message naming the bad value, for one schema error."""
+    parts = list(error.absolute_path)
+    kind, expected, value = error.validator, error.validator_value, error.instance
+    spec = error.schema
+    if kind == "required" and isinstance(value, dict):
+        missing = next(name for name in expected if name not in value)
+        message = "is required but missing"
+        if "then" in error.schema_path and "action" in value:
+            message += f" (action {_show(value['action'])} needs {', '.join(expected)})"
+        return _json_path([*parts, missing]), message
+    if kind == "additionalProperties" and expected is False and isinstance(value, dict):
+        allowed = sorted(spec.get("properties", {}))
+        extra = next(name for name in value if name not in allowed)
+        close = difflib.get_close_matches(extra, allowed, n=1)
+        hint = (
+            f"did you mean {json.dumps(close[0])}?" if close else "allowed: " + ", ".join(allowed)
+        )
+        return _json_path([*parts, extra]), f"unknown field (got {_show(value[extra])}); {hint}"
+    if kind in ("type", "enum", "const"):
+        message = f"must be {_describe(spec)}"
+    elif kind in ("oneOf", "anyOf"):
+        message = "must be " + " or ".join(_describe(option) for option in expected)
+    elif kind in _BOUNDS:
+        message = f"must be {_BOUNDS[kind]} {expected}"
+    elif kind in ("minLength", "minItems", "minProperties"):
+        unit = {"minLength": "character", "minItems": "item", "minProperties": "entry"}[kind]
+        message = "must not be empty" if expected == 1 else f"needs at least {expected} {unit}s"
+    elif kind == "maxItems":
+        message = f"needs at most {expected} items"
+    elif kind == "pattern":
+        message = f"must match the pattern {expected}"
+    else:
+        message = error.message
+    return _json_path(parts), f"{message} (got {_show(value)})"
+
+
+@cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema(kind))
+
+
 def _validate(raw: Any, kind: str, source: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema(kind))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
-    if error is None:
-        return
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-    raise InputError(source, _json_path(error.absolute_path), message)
+    error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(raw))
+    if error is not None:
+        raise InputError(source, *_schema_problem(error))
+
+
+def _check_format(raw: Any, expected: str, source: str) -> None:
+    """Refuse another format or version before schema details can confuse."""
+    if isinstance(raw, dict) and raw.get("format") not in (None, expected):
+        raise InputError(
+            source,
+            "format",
+            f"unsupported format (got {_show(raw['format'])}); expected {json.dumps(expected)}",
+        )
 
 
 def _load_json(path: str | Path) -> Any:
+    """Parse a file as JSON; an unreadable, empty, binary or broken file is an InputError."""
     source = str(path)
     try:
-        text = Path(path).read_text("utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise InputError(source, "", f"cannot read: {exc.strerror}") from exc
+        raise InputError(source, "(file)", f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(source, "", "is not UTF-8 text") from exc
+        raise InputError(
+            source,
+            f"byte {exc.start}",
+            f"is not UTF-8 text, perhaps a binary file (got byte 0x{data[exc.start]:02x})",
+        ) from exc
+    if not text.strip():
+        raise InputError(source, "(file)", f"is empty: no JSON value (got {len(data)} bytes)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        found = text[exc.pos : exc.pos + 20].split("\n")[0]
+        got = _show(found) if found else "end of file" if exc.pos >= len(text) else "end of line"
         raise InputError(
-            source, "", f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            source,
+            f"line {exc.lineno} column {exc.colno}",
+            f"malformed JSON: {exc.msg} (got {got})",
         ) from exc
 
 
@@ -96,18 +184,13 @@ def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwarg
     except FieldError as exc:
         located = exc.within(prefix) if prefix else exc
         raise InputError(
-            source, located.path, f"{located.message} (got {json.dumps(located.value)})"
+            source, located.path, f"{located.message} (got {_show(located.value)})"
         ) from exc
 
 
 def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
     """Validate and build an :class:`Instance` from parsed instance@1 JSON."""
-    if isinstance(raw, dict) and raw.get("format") not in (None, INSTANCE_FORMAT):
-        raise InputError(
-            source,
-            "format",
-            f"unsupported format {raw.get('format')!r}; expected {INSTANCE_FORMAT!r}",
-        )
+    _check_format(raw, INSTANCE_FORMAT, source)
     _validate(raw, "instance", source)
     gpu_types = {
         name: _build(source, f"gpu_types.{name}", GpuType, name, **spec)
@@ -288,12 +371,7 @@ def _job_dict(item: JobDecision) -> dict[str, Any]:
 
 def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
     """Validate and build a :class:`Decision` from parsed decision@1 JSON."""
-    if isinstance(raw, dict) and raw.get("format") not in (None, DECISION_FORMAT):
-        raise InputError(
-            source,
-            "format",
-            f"unsupported format {raw.get('format')!r}; expected {DECISION_FORMAT!r}",
-        )
+    _check_format(raw, DECISION_FORMAT, source)
     _validate(raw, "decision", source)
     jobs = tuple(
         JobDecision(
@@ -326,16 +404,24 @@ def read_decision(path: str | Path) -> Decision:
 
 
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` as JSON atomically (temp file + rename)."""
+    """Write ``payload`` as JSON atomically (temp file, fsync, rename).
+
+    On any failure the target is untouched and no temp file is left. The
+    temp file is created like any new file (mode 0o666 less the umask), not
+    with ``mkstemp``'s owner-only 0o600, so outputs stay readable by others.
+    """
     target = Path(path)
-    handle, temp = tempfile.mkstemp(dir=target.parent or Path("."), prefix=f".{target.name}.")
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(payload, stream, indent=1)
             stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(temp, target)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
 
 

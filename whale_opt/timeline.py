@@ -214,7 +214,7 @@ class ClusterTimeline:
         limit = popcount(self.topologies[node].healthy)
         share = gpus / job.gpus
         t: float = start
-        while t <= give_up:
+        while t <= give_up and t < INF:
             t0 = int(t)
             t = self.gpu_use[node].earliest(t0, duration, gpus, limit, give_up)
             if job.cpu and t < INF:
@@ -244,7 +244,7 @@ class ClusterTimeline:
     ) -> float:
         """Earliest t >= start where the whole job fits on ``node`` and in its quota."""
         t: float = start
-        while t <= give_up:
+        while t <= give_up and t < INF:
             t0 = t
             t = self._node_fit(node, int(t), duration, job.gpus, job, give_up)
             t = self._quota_fit(job, t, duration, give_up)

@@ -7,9 +7,18 @@ from collections.abc import Callable
 from whale_opt.policies.base import SchedulingPolicy as SchedulingPolicy
 from whale_opt.policies.wspt import WsptPolicy as WsptPolicy
 
+
+def _cpsat(preset: str | None = None) -> SchedulingPolicy:
+    # Imported here: the CP-SAT model imports the policies' shared code.
+    from whale_opt.cpsat.model import CpSatPolicy
+
+    return CpSatPolicy(preset)
+
+
 REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {
     "wspt": WsptPolicy,
     "greedy": WsptPolicy,
+    "cpsat": _cpsat,
 }
 
 
@@ -23,4 +32,6 @@ def get_policy(name: str, *, preset: str | None = None) -> SchedulingPolicy:
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
         raise ValueError(f"unknown policy {name!r}; choose from {known}") from None
-    return factory(preset=preset) if preset is not None else factory()
+    if name == "cpsat":
+        return factory(preset=preset)
+    return factory()  # heuristics take no parameter presets

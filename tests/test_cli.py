@@ -1,0 +1,201 @@
+"""The ``whale-opt`` command line, through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from whale_opt.cli import main
+from whale_opt.io import InputError, read_decision, read_instance
+
+DATA = Path(__file__).resolve().parent / "data"
+SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
+BAD_FILES = sorted(DATA.glob("bad-*"))
+GOOD_INSTANCES = ["good-minimal.json", "good-one-job.json", "good-unservable-job.json"]
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def library_error(path: Path) -> InputError:
+    """What the library says about ``path`` (read as the format it claims)."""
+    reader = read_decision if path.name.startswith("bad-decision") else read_instance
+    with pytest.raises(InputError) as caught:
+        reader(path)
+    return caught.value
+
+
+def assert_one_error_line(result: Result, expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [expected]
+
+
+# -- validate -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", BAD_FILES, ids=[p.name for p in BAD_FILES])
+def test_validate_bad_file_exits_2_with_one_line(path: Path) -> None:
+    result = run("validate", path)
+    error = library_error(path)
+    assert_one_error_line(result, f"error: {path}: {error.path}: {error.message}")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("name", [*GOOD_INSTANCES, "good-decision.json"])
+def test_validate_good_file_exits_0(name: str) -> None:
+    result = run("validate", DATA / name)
+    assert result.exit_code == 0, result.output
+    kind = "decision" if "decision" in name else "instance"
+    assert result.stdout == f"ok  {DATA / name} ({kind}@1)\n"
+    assert result.stderr == ""
+
+
+def test_validate_many_files_reports_each_and_exits_2() -> None:
+    good, bad = DATA / "good-minimal.json", DATA / "bad-zero-gpus.json"
+    result = run("validate", good, bad, SMALL)
+    assert result.exit_code == 2
+    assert result.stdout.splitlines() == [f"ok  {good} (instance@1)", f"ok  {SMALL} (instance@1)"]
+    assert result.stderr.splitlines() == [
+        f"error: {bad}: queue[0].gpus: must be >= 1 (got 0)",
+    ]
+
+
+def test_validate_missing_file_exits_2() -> None:
+    path = DATA / "no-such-file.json"
+    result = run("validate", path)
+    assert_one_error_line(result, f"error: {path}: (file): cannot read: No such file or directory")
+
+
+# -- solve --------------------------------------------------------------------
+
+
+def test_solve_prints_a_table() -> None:
+    result = run("solve", SMALL)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["job", "action", "start", "end", "where", "/", "why"]
+    for job_id in ("q1", "q2", "q3", "q4", "q5", "q6"):
+        assert any(line.split()[:1] == [job_id] for line in lines), job_id
+    assert any(line.startswith("instance two-racks-mixed  solver wspt") for line in lines)
+    assert any(line.startswith("objective ") for line in lines)
+
+
+def test_solve_json_prints_a_decision() -> None:
+    result = run("solve", SMALL, "--json")
+    assert result.exit_code == 0, result.output
+    raw = json.loads(result.stdout)
+    assert raw["format"] == "whale-opt/decision@1"
+    assert raw["instance"] == "two-racks-mixed"
+    queued = {"q1", "q2", "q3", "q4", "q5", "q6"}
+    assert {job["id"] for job in raw["jobs"]} == queued | {"r1", "r2", "r3"}
+
+
+def test_solve_output_file_passes_check(tmp_path: Path) -> None:
+    out = tmp_path / "decision.json"
+    result = run("solve", SMALL, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert read_decision(out).instance == "two-racks-mixed"
+    checked = run("check", SMALL, out)
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout.startswith(f"ok  {out}: valid for {SMALL}")
+
+
+def test_solve_bad_file_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    bad = DATA / "bad-gpu-held-twice.json"
+    out = tmp_path / "decision.json"
+    result = run("solve", bad, "-o", out)
+    error = library_error(bad)
+    assert_one_error_line(result, f"error: {bad}: {error.path}: {error.message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_solve_into_missing_directory_exits_2_without_traceback(tmp_path: Path) -> None:
+    out = tmp_path / "missing" / "decision.json"
+    result = run("solve", SMALL, "-o", out)
+    assert_one_error_line(result, f"error: {out}: cannot write: no such directory")
+    assert not out.parent.exists()
+
+
+# -- check --------------------------------------------------------------------
+
+
+@pytest.fixture
+def solved(tmp_path: Path) -> dict[str, object]:
+    """The wspt decision of the small instance, as parsed JSON."""
+    result = run("solve", SMALL, "--json")
+    assert result.exit_code == 0, result.output
+    loaded: dict[str, object] = json.loads(result.stdout)
+    return loaded
+
+
+def _write(tmp_path: Path, raw: dict[str, object]) -> Path:
+    path = tmp_path / "doctored.json"
+    path.write_text(json.dumps(raw), "utf-8")
+    return path
+
+
+def test_check_good_decision_exits_0() -> None:
+    result = run("check", DATA / "good-one-job.json", DATA / "good-decision.json")
+    assert result.exit_code == 0, result.output
+    assert "(objective 3600)" in result.stdout
+
+
+def test_check_gpu_used_twice_exits_1(tmp_path: Path, solved: dict[str, object]) -> None:
+    jobs = solved["jobs"]
+    assert isinstance(jobs, list)
+    started = next(job for job in jobs if job["action"] == "start")
+    started["gpus"][0] = "a01/0"  # held by running job r1
+    result = run("check", SMALL, _write(tmp_path, solved))
+    assert result.exit_code == 1, result.output
+    assert f"[gpu-twice] {started['id']}: GPU a01/0 is already held by r1" in result.stdout
+    assert "violation(s)" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_check_changed_objective_exits_1(tmp_path: Path, solved: dict[str, object]) -> None:
+    objective = solved["objective"]
+    assert isinstance(objective, float | int)
+    solved["objective"] = objective - 1000
+    result = run("check", SMALL, _write(tmp_path, solved))
+    assert result.exit_code == 1, result.output
+    assert f"[objective] decision says {objective - 1000}" in result.stdout
+
+
+def test_check_missing_job_exits_1(tmp_path: Path, solved: dict[str, object]) -> None:
+    jobs = solved["jobs"]
+    assert isinstance(jobs, list)
+    solved["jobs"] = [job for job in jobs if job["id"] != "r2"]
+    result = run("check", SMALL, _write(tmp_path, solved))
+    assert result.exit_code == 1, result.output
+    assert "[missing] r2: has no decision" in result.stdout
+
+
+def test_check_bad_decision_file_exits_2() -> None:
+    bad = DATA / "bad-decision-action.json"
+    result = run("check", DATA / "good-one-job.json", bad)
+    error = library_error(bad)
+    assert_one_error_line(result, f"error: {bad}: {error.path}: {error.message}")
+
+
+# -- schema -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["instance", "decision"])
+def test_schema_prints_json(kind: str) -> None:
+    result = run("schema", kind)
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["$id"] == f"whale-opt/{kind}@1"
+    assert printed["properties"]["format"] == {"const": f"whale-opt/{kind}@1"}
+
+
+def test_schema_unknown_kind_is_a_usage_error() -> None:
+    result = run("schema", "cluster")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output

@@ -1,0 +1,296 @@
+"""The file boundary: bad files name file, JSON path and value; writes are atomic."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from whale_opt.check import check
+from whale_opt.io import (
+    InputError,
+    decision_from_dict,
+    decision_to_dict,
+    instance_from_dict,
+    instance_to_dict,
+    read_decision,
+    read_instance,
+    write_decision,
+    write_instance,
+    write_json,
+)
+from whale_opt.policies import get_policy
+from whale_opt.problem_data import Instance
+
+DATA = Path(__file__).resolve().parent / "data"
+SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
+READERS = {"instance": read_instance, "decision": read_decision}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One row of tests/data/README.md: what reading a bad file must report."""
+
+    file: str
+    reader: str
+    path: str
+    value: str | None
+    message: str
+
+
+def expected_errors() -> list[Expected]:
+    """The bad-file table of tests/data/README.md (the single source of truth)."""
+    rows = []
+    for line in (DATA / "README.md").read_text("utf-8").splitlines():
+        if line.startswith("| `bad-"):
+            cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+            file, reader, path, value, message = cells
+            rows.append(Expected(file, reader, path, None if value == "-" else value, message))
+    return rows
+
+
+BAD = expected_errors()
+
+
+def test_readme_lists_every_bad_file_once() -> None:
+    listed = [row.file for row in BAD]
+    on_disk = sorted(path.name for path in DATA.glob("bad-*"))
+    assert sorted(listed) == on_disk
+    assert len(set(listed)) == len(listed)
+    assert len(BAD) >= 20
+
+
+@pytest.mark.parametrize("row", BAD, ids=[row.file for row in BAD])
+def test_bad_file_names_file_path_and_value(row: Expected) -> None:
+    source = DATA / row.file
+    with pytest.raises(InputError) as caught:
+        READERS[row.reader](source)
+    error = caught.value
+    text = str(error)
+    assert error.source == str(source)
+    assert error.path == row.path
+    assert text.startswith(f"{source}: {row.path}: "), text
+    assert row.message in error.message, text
+    if row.value is not None:
+        assert f"(got {row.value}" in error.message, text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize(
+    "name", ["good-minimal.json", "good-one-job.json", "good-unservable-job.json"]
+)
+def test_good_instances_read(name: str) -> None:
+    instance = read_instance(DATA / name)
+    assert instance.name == name.removesuffix(".json")
+
+
+def test_good_decision_reads_and_is_valid_for_its_instance() -> None:
+    instance = read_instance(DATA / "good-one-job.json")
+    decision = read_decision(DATA / "good-decision.json")
+    assert decision.instance == instance.name
+    assert check(instance, decision) == []
+
+
+def test_unservable_jobs_are_not_file_errors() -> None:
+    """Too much GPU memory, a type on no node, too many GPUs: read fine, deferred."""
+    instance = read_instance(DATA / "good-unservable-job.json")
+    assert [job.id for job in instance.queue] == [
+        "too-much-memory",
+        "type-on-no-node",
+        "too-many-gpus",
+    ]
+    assert instance.eligible_types[0] == ()
+    assert instance.eligible_types[1] == ("H100-80G",)
+    decision = get_policy("wspt").decide(instance)
+    assert {item.action.value for item in decision.jobs} == {"deferred"}
+    assert check(instance, decision) == []
+
+
+def test_missing_file_names_it() -> None:
+    source = DATA / "no-such-file.json"
+    with pytest.raises(InputError, match=r"no-such-file\.json: \(file\): cannot read: No such"):
+        read_instance(source)
+
+
+def test_directory_is_not_readable_as_a_file() -> None:
+    with pytest.raises(InputError, match=r": \(file\): cannot read: Is a directory"):
+        read_instance(DATA)
+
+
+def test_decision_reader_refuses_an_instance_file() -> None:
+    source = DATA / "good-minimal.json"
+    with pytest.raises(InputError) as caught:
+        read_decision(source)
+    assert caught.value.path == "format"
+    assert '(got "whale-opt/instance@1"); expected "whale-opt/decision@1"' in str(caught.value)
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    source = tmp_path / "bom.json"
+    source.write_bytes(b"\xef\xbb\xbf" + (DATA / "good-minimal.json").read_bytes())
+    assert read_instance(source).name == "good-minimal"
+
+
+def _minimal() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((DATA / "good-minimal.json").read_text("utf-8"))
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (lambda raw: raw["nodes"][0].update(id=""), "nodes[0].id", 'must not be empty (got "")'),
+        (
+            lambda raw: raw["nodes"][0].update(id="a/1"),
+            "nodes[0].id",
+            'must match the pattern ^[^/]+$ (got "a/1")',
+        ),
+        (lambda raw: raw.update(gpu_types={}), "gpu_types", "must not be empty (got {})"),
+        (
+            lambda raw: raw["nodes"][0].update(gpus=8, nvlink={"edges": [[0, 1, 2]]}),
+            "nodes[0].nvlink.edges[0]",
+            "needs at most 2 items (got [0, 1, 2])",
+        ),
+        (
+            lambda raw: raw["nodes"][0].update(gpus=65),
+            "nodes[0].gpus",
+            "must be <= 64 (got 65)",
+        ),
+        (
+            lambda raw: raw["gpu_types"]["A100-80G"].update(memory_gb=0),
+            "gpu_types.A100-80G.memory_gb",
+            "must be > 0 (got 0)",
+        ),
+        (
+            lambda raw: raw["nodes"][0].update(down="no"),
+            "nodes[0].down",
+            'must be a boolean (got "no")',
+        ),
+        (
+            lambda raw: raw.update(policy={"horizon": 10}),
+            "policy.horizon",
+            'unknown field (got 10); did you mean "horizon_s"?',
+        ),
+        (
+            lambda raw: raw.update(colour="blue"),
+            "colour",
+            'unknown field (got "blue"); allowed: format, gpu_types, name, nodes, now,',
+        ),
+        (lambda raw: raw.pop("nodes"), "nodes", "is required but missing"),
+        (
+            lambda raw: raw["nodes"][0].update(gpus=8.0),
+            "nodes[0].gpus",
+            "must be an integer >= 1 (got 8.0)",
+        ),
+    ],
+)
+def test_schema_messages_name_path_and_value(change: Any, path: str, message: str) -> None:
+    raw = _minimal()
+    change(raw)
+    with pytest.raises(InputError) as caught:
+        instance_from_dict(raw, "inline.json")
+    assert caught.value.path == path
+    assert message in caught.value.message, str(caught.value)
+
+
+def test_long_values_are_cut_short() -> None:
+    raw = _minimal()
+    raw["name"] = ["x" * 500]
+    with pytest.raises(InputError) as caught:
+        instance_from_dict(raw, "inline.json")
+    assert caught.value.path == "name"
+    assert len(str(caught.value)) < 120
+    assert caught.value.message.endswith("...)")
+
+
+# -- round trips --------------------------------------------------------------
+
+
+def test_instance_round_trip(tmp_path: Path) -> None:
+    original = read_instance(SMALL)
+    target = tmp_path / "copy.json"
+    write_instance(target, original)
+    again = read_instance(target)
+    assert again == original
+    assert instance_to_dict(again) == instance_to_dict(original)
+    assert again.eligible_types == original.eligible_types
+    assert again.durations == original.durations
+
+
+def test_decision_round_trip(tmp_path: Path, small: Instance) -> None:
+    decision = get_policy("wspt").decide(small)
+    target = tmp_path / "decision.json"
+    write_decision(target, decision)
+    again = read_decision(target)
+    # wall_s is written to 0.1 ms; everything else comes back exactly.
+    assert again == replace(decision, wall_s=round(decision.wall_s, 4))
+    assert check(small, again) == []
+    # A second round trip is an exact fixpoint, file bytes included.
+    second = tmp_path / "again.json"
+    write_decision(second, again)
+    assert read_decision(second) == again
+    assert second.read_bytes() == target.read_bytes()
+
+
+def test_decision_dict_round_trip(small: Instance) -> None:
+    decision = get_policy("wspt").decide(small)
+    raw = json.loads(json.dumps(decision_to_dict(decision)))
+    assert decision_to_dict(decision_from_dict(raw)) == raw
+
+
+# -- atomic writes ------------------------------------------------------------
+
+
+def test_write_into_missing_directory_raises_and_leaves_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "out.json"
+    with pytest.raises(FileNotFoundError):
+        write_json(target, {"a": 1})
+    assert not target.parent.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_serialisation_keeps_existing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "decision.json"
+    target.write_text('{"old": true}\n', "utf-8")
+
+    def broken_dump(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk full while writing")
+
+    monkeypatch.setattr(json, "dump", broken_dump)
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_json(target, {"new": True})
+    assert target.read_text("utf-8") == '{"old": true}\n'
+    assert [path.name for path in tmp_path.iterdir()] == ["decision.json"]
+
+
+def test_unserialisable_payload_keeps_existing_file(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("[1]\n", "utf-8")
+    with pytest.raises(TypeError):
+        write_json(target, {"bad": object()})
+    assert target.read_text("utf-8") == "[1]\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_written_file_has_ordinary_permissions(tmp_path: Path) -> None:
+    """Not mkstemp's owner-only 0o600: others may read a decision (umask permitting)."""
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "out.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_write_replaces_existing_file_whole(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("x" * 10_000, "utf-8")
+    write_json(target, {"a": 1})
+    assert json.loads(target.read_text("utf-8")) == {"a": 1}
+    assert [path.name for path in tmp_path.iterdir()] == ["out.json"]

@@ -1,0 +1,392 @@
+"""Public Hypothesis strategies that build only valid whale_opt instances.
+
+Use them to property-test your own policy, solver or integration against
+the same rules the checker enforces::
+
+    from hypothesis import given, settings
+    from whale_opt.check import check
+    from whale_opt.testing import instances
+
+    @settings(max_examples=50, deadline=None)
+    @given(instances())
+    def test_my_policy_is_valid(instance):
+        assert check(instance, MyPolicy().decide(instance)) == []
+
+Every instance drawn here passes :class:`~whale_opt.problem_data.Instance`
+validation and round-trips through instance@1 JSON. The strategies aim at
+the corners where schedulers go wrong: every NVLink layout (NVSwitch,
+DGX-1 hybrid cube-mesh, bridged pairs, PCIe only, explicit edge lists),
+nodes of one GPU type but different sizes, down nodes and failed GPUs,
+running jobs that fragment nodes, gang jobs larger than a node, CPU and
+host memory that bind, tenant quotas (some already exceeded by running
+work), zone preferences and horizons short enough to force deferral.
+Instances stay small (a handful of nodes and jobs) so tests run fast.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from hypothesis import strategies as st
+
+from whale_opt.problem_data import (
+    DEFAULT_HORIZON_S,
+    TOPOLOGIES,
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+)
+
+__all__ = ["GPU_CATALOGUE", "gpu_types", "instances", "nodes", "nvlink_layouts"]
+
+GPU_CATALOGUE: tuple[GpuType, ...] = (
+    GpuType("A100-80G", 80, 1.0),
+    GpuType("H100-80G", 80, 2.0),
+    GpuType("V100-32G", 32, 0.45),
+    GpuType("A100-40G", 40, 1.0),
+    GpuType("L4-24G", 24, 0.6),
+    GpuType("T4-16G", 16, 0.25),
+)
+"""GPU models the strategies draw from (name, memory GB, speed)."""
+
+TENANT_NAMES = ("nlp", "cv", "rl")
+ZONE_NAMES = ("east", "west")
+NODE_SIZES = (8, 4, 2, 1, 3, 6)
+NODE_CPUS = (128, 64, 32, 16)
+NODE_MEMORIES_GB = (1024, 512, 256, 64)
+
+
+def _rarely(draw: st.DrawFn, one_in: int) -> bool:
+    """True about once in ``one_in`` draws; shrinks towards False."""
+    return draw(st.integers(0, one_in - 1)) == one_in - 1
+
+
+def gpu_types(min_types: int = 1, max_types: int = 3) -> st.SearchStrategy[dict[str, GpuType]]:
+    """GPU types keyed by name, drawn from :data:`GPU_CATALOGUE`.
+
+    Parameters
+    ----------
+    min_types, max_types
+        How many distinct types to draw (at most ``len(GPU_CATALOGUE)``).
+
+    Returns
+    -------
+    SearchStrategy[dict[str, GpuType]]
+        Mappings fit for ``Instance(gpu_types=...)``.
+    """
+    return st.lists(
+        st.sampled_from(GPU_CATALOGUE),
+        min_size=min_types,
+        max_size=min(max_types, len(GPU_CATALOGUE)),
+        unique_by=lambda t: t.name,
+    ).map(lambda types: {t.name: t for t in types})
+
+
+def nvlink_layouts(gpus: int) -> st.SearchStrategy[str | tuple[tuple[int, int], ...]]:
+    """Every NVLink layout a node of ``gpus`` GPUs may declare.
+
+    Named layouts (``nvswitch``, ``pairs``, ``pcie`` and, for 8 GPUs,
+    ``hybrid-cube-mesh``) and explicit edge lists: a ring, a chain, or any
+    set of links (possibly empty, possibly disconnected, pairs in either
+    order).
+
+    Parameters
+    ----------
+    gpus
+        GPUs on the node (>= 1).
+
+    Returns
+    -------
+    SearchStrategy[str | tuple[tuple[int, int], ...]]
+        Values fit for ``Node(nvlink=...)``.
+    """
+    named = ["nvswitch", "pcie", "pairs"] + (["hybrid-cube-mesh"] if gpus == 8 else [])
+    options: list[st.SearchStrategy[str | tuple[tuple[int, int], ...]]] = [st.sampled_from(named)]
+    if gpus >= 2:
+        chain = tuple((i, i + 1) for i in range(gpus - 1))
+        ring = (*chain, (gpus - 1, 0)) if gpus >= 3 else chain
+        pairs = list(itertools.combinations(range(gpus), 2))
+        options.append(st.sampled_from([chain, ring]))
+        options.append(
+            st.lists(
+                st.tuples(st.sampled_from(pairs), st.booleans()),
+                unique_by=lambda edge: edge[0],
+                max_size=len(pairs),
+            ).map(lambda edges: tuple((b, a) if flip else (a, b) for (a, b), flip in edges))
+        )
+    return st.one_of(options)
+
+
+class _NodeKind(NamedTuple):
+    """A server model: what identical nodes share."""
+
+    gpu_type: str
+    gpus: int
+    nvlink: str | tuple[tuple[int, int], ...]
+    cpu: float
+    memory_gb: float
+
+
+@st.composite
+def _node_kind(draw: st.DrawFn, type_names: Sequence[str]) -> _NodeKind:
+    """A server model: GPU type, size, NVLink layout, CPU and host memory."""
+    gpus = draw(st.sampled_from(NODE_SIZES))
+    return _NodeKind(
+        gpu_type=draw(st.sampled_from(type_names)),
+        gpus=gpus,
+        nvlink=draw(nvlink_layouts(gpus)),
+        cpu=draw(st.sampled_from(NODE_CPUS)),
+        memory_gb=draw(st.sampled_from(NODE_MEMORIES_GB)),
+    )
+
+
+@st.composite
+def nodes(
+    draw: st.DrawFn,
+    type_names: Sequence[str] = ("A100-80G",),
+    *,
+    min_nodes: int = 1,
+    max_nodes: int = 6,
+    max_racks: int = 3,
+    zones: Sequence[str] = ZONE_NAMES,
+    with_failures: bool = True,
+) -> tuple[Node, ...]:
+    """Servers of a few models, spread over racks, some broken.
+
+    Nodes are drawn from one to three server models, as in a real cluster,
+    so identical nodes (interchangeable for a multi-node gang) are common,
+    yet one GPU type may come in nodes of different sizes. Each rack sits in
+    one zone.
+
+    Parameters
+    ----------
+    type_names
+        GPU type names the nodes may carry.
+    min_nodes, max_nodes
+        How many nodes.
+    max_racks
+        Racks ``r0`` .. ``r{max_racks - 1}`` the nodes are spread over.
+    zones
+        Zone names; empty for nodes without a zone.
+    with_failures
+        Whether some nodes are down and some GPUs failed.
+
+    Returns
+    -------
+    SearchStrategy[tuple[Node, ...]]
+        Nodes with ids ``n0``, ``n1``, ...
+    """
+    kinds = draw(st.lists(_node_kind(type_names), min_size=1, max_size=3))
+    count = draw(st.integers(min_nodes, max_nodes))
+    racks = draw(st.integers(1, max_racks))
+    rack_zone = {
+        f"r{k}": (draw(st.sampled_from(list(zones))) if zones else None) for k in range(racks)
+    }
+    result = []
+    for k in range(count):
+        kind = draw(st.sampled_from(kinds))
+        gpus = kind.gpus
+        rack = f"r{draw(st.integers(0, racks - 1))}"
+        down = with_failures and _rarely(draw, 8)
+        failed: tuple[int, ...] = ()
+        if with_failures and _rarely(draw, 4):
+            failed = tuple(
+                draw(st.lists(st.integers(0, gpus - 1), unique=True, min_size=1, max_size=2))
+            )
+        result.append(
+            Node(
+                id=f"n{k}",
+                rack=rack,
+                zone=rack_zone[rack],
+                down=down,
+                failed_gpus=failed,
+                **kind._asdict(),
+            )
+        )
+    return tuple(result)
+
+
+@st.composite
+def _running_jobs(
+    draw: st.DrawFn, cluster: Sequence[Node], tenants: Sequence[str], max_running: int
+) -> tuple[RunningJob, ...]:
+    """Running jobs on distinct healthy GPUs, within each node's CPU and memory."""
+    free = {node.id: list(node.healthy_indices) for node in cluster}
+    cpu_left = {node.id: float(node.cpu) for node in cluster}
+    memory_left = {node.id: float(node.memory_gb) for node in cluster}
+    jobs = []
+    for k in range(draw(st.integers(0, max_running))):
+        hosts = [node.id for node in cluster if free[node.id]]
+        if not hosts:
+            break
+        first = draw(st.sampled_from(hosts))
+        chosen = [first]
+        others = [h for h in hosts if h != first]
+        if others and _rarely(draw, 4):
+            chosen.append(draw(st.sampled_from(others)))
+        per_node: dict[str, list[int]] = {}
+        for host in chosen:
+            size = draw(st.integers(1, len(free[host])))
+            per_node[host] = draw(st.permutations(free[host]))[:size]
+            free[host] = [i for i in free[host] if i not in per_node[host]]
+        total = sum(len(v) for v in per_node.values())
+        # The job's CPU and memory are spread over its nodes by GPU share:
+        # keep every node's share within what is left there.
+        cpu_cap = min(cpu_left[h] * total / len(v) for h, v in per_node.items())
+        memory_cap = min(memory_left[h] * total / len(v) for h, v in per_node.items())
+        cpu = draw(st.integers(0, math.floor(cpu_cap)))
+        memory_gb = draw(st.integers(0, math.floor(memory_cap)))
+        for host, indices in per_node.items():
+            cpu_left[host] -= cpu * len(indices) / total
+            memory_left[host] -= memory_gb * len(indices) / total
+        jobs.append(
+            RunningJob(
+                id=f"r{k}",
+                gpus=tuple(f"{h}/{i}" for h, v in per_node.items() for i in v),
+                remaining_s=draw(st.integers(1, 20_000)),
+                tenant=draw(st.sampled_from(tenants)),
+                cpu=cpu,
+                memory_gb=memory_gb,
+                started_at=draw(st.integers(-100_000, 0)),
+                weight=draw(st.sampled_from([1.0, 2.0, 0.5, 4.0])),
+                preemptible=draw(st.booleans()),
+                checkpoint_s=draw(st.integers(0, 600)),
+            )
+        )
+    return tuple(jobs)
+
+
+@st.composite
+def _queued_job(
+    draw: st.DrawFn,
+    job_id: str,
+    types: Mapping[str, GpuType],
+    node_sizes: Sequence[int],
+    tenants: Sequence[str],
+    zones: Sequence[str],
+) -> QueuedJob:
+    """One queued job of any topology; sometimes unservable, sometimes binding."""
+    topology = draw(st.sampled_from(TOPOLOGIES))
+    sizes = sorted(set(node_sizes))
+    small = st.sampled_from([1, 2, 4, 8, 3])
+    gang = st.builds(lambda size, k: size * k, st.sampled_from(sizes), st.integers(2, 3))
+    gpus = draw(st.one_of(small, gang) if topology == "nvlink" else small)
+    names = sorted(types)
+    allowed = draw(st.lists(st.sampled_from(names), unique=True)) if _rarely(draw, 3) else []
+    memory_floor = draw(st.sampled_from([0.0, 0.0, 0.0, 24.0, 40.0, 80.0]))
+    duration_s: int | None = draw(
+        st.one_of(st.integers(1, 5_000), st.integers(1, 200_000), st.none())
+    )
+    by_type: tuple[tuple[str, int], ...] = ()
+    if duration_s is None or _rarely(draw, 4):
+        measured = draw(st.lists(st.sampled_from(allowed or names), unique=True, min_size=1))
+        # Sorted by name, as instance@1 reading produces them.
+        by_type = tuple((name, draw(st.integers(1, 10_000))) for name in sorted(measured))
+    cpu_per_gpu = draw(st.sampled_from([0, 0, 2, 8, 16, 48]))
+    memory_per_gpu = draw(st.sampled_from([0, 0, 16, 64, 200]))
+    return QueuedJob(
+        id=job_id,
+        gpus=gpus,
+        duration_s=duration_s,
+        tenant=draw(st.sampled_from(tenants)),
+        gpu_types=tuple(allowed),
+        min_gpu_memory_gb=memory_floor,
+        cpu=float(cpu_per_gpu * gpus),
+        memory_gb=float(memory_per_gpu * gpus),
+        weight=draw(st.sampled_from([1.0, 2.0, 0.5, 3.0, 10.0])),
+        submitted_at=draw(st.integers(-86_400, 0)),
+        topology=topology,
+        preemptible=draw(st.booleans()),
+        zone=draw(st.sampled_from(list(zones))) if zones and _rarely(draw, 3) else None,
+        duration_by_type_s=by_type,
+    )
+
+
+@st.composite
+def instances(
+    draw: st.DrawFn,
+    *,
+    max_nodes: int = 6,
+    max_queue: int = 8,
+    max_running: int = 4,
+    max_gpu_types: int = 3,
+    min_queue: int = 0,
+    with_failures: bool = True,
+    with_quotas: bool = True,
+    with_zones: bool = True,
+) -> Instance:
+    """Valid one-round instances: cluster, running jobs, queue, tenants, policy.
+
+    Parameters
+    ----------
+    max_nodes
+        At most this many nodes (at least one).
+    max_queue, min_queue
+        Bounds on the number of queued jobs.
+    max_running
+        At most this many running jobs (fewer when the cluster is full).
+    max_gpu_types
+        At most this many GPU types.
+    with_failures
+        Whether some nodes are down and some GPUs failed.
+    with_quotas
+        Whether some tenants have GPU quotas (possibly already exceeded
+        by their running jobs, which the rules allow).
+    with_zones
+        Whether nodes carry zones and some jobs prefer one.
+
+    Returns
+    -------
+    SearchStrategy[Instance]
+        Instances that pass every check of
+        :class:`~whale_opt.problem_data.Instance`.
+
+    Examples
+    --------
+    >>> from hypothesis import given
+    >>> @given(instances(max_nodes=3, max_queue=4))
+    ... def test_something(instance): ...
+    """
+    types = draw(gpu_types(max_types=max_gpu_types))
+    zones = ZONE_NAMES if with_zones else ()
+    cluster = draw(
+        nodes(list(types), max_nodes=max_nodes, zones=zones, with_failures=with_failures)
+    )
+    tenant_names = TENANT_NAMES[: draw(st.integers(1, len(TENANT_NAMES)))]
+    running = draw(_running_jobs(cluster, tenant_names, max_running))
+    count = draw(st.integers(min_queue, max_queue))
+    node_sizes = [node.gpus for node in cluster]
+    queue = tuple(
+        draw(_queued_job(f"q{k}", types, node_sizes, tenant_names, zones)) for k in range(count)
+    )
+    tenants: dict[str, Tenant] = {}
+    if with_quotas:
+        for name in tenant_names:
+            if draw(st.booleans()):
+                quota = draw(st.one_of(st.integers(0, 16), st.none()))
+                tenants[name] = Tenant(name, quota)
+    horizon = draw(st.one_of(st.just(DEFAULT_HORIZON_S), st.integers(1, 5_000)))
+    policy = Policy(
+        time_limit_s=10.0,
+        horizon_s=horizon,
+        seed=draw(st.integers(0, 3)),
+        zone_penalty_s=draw(st.sampled_from([3600, 0, 600])),
+        allow_preemption=_rarely(draw, 4),
+    )
+    return Instance(
+        name="hypothesis",
+        gpu_types=types,
+        nodes=cluster,
+        running=running,
+        queue=queue,
+        tenants=tenants,
+        policy=policy,
+        now=draw(st.integers(0, 10**9)),
+    )
