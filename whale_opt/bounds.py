@@ -127,55 +127,53 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     jobs = [k for k in jobs if supply[k] > 0]
     if not jobs:
         return outside
-    grid = _buckets(horizon + max(max(instance.durations[k].values()) for k in jobs))
+    grid = np.array(_buckets(horizon + max(max(instance.durations[k].values()) for k in jobs)))
     types = sorted(capacity)
     n_buckets = len(grid) - 1
     # Node ids: jobs, then (type, bucket), then defer, then sink.
-    bucket_node = {
-        (p, b): len(jobs) + i * n_buckets + b for i, p in enumerate(types) for b in range(n_buckets)
-    }
+    first_bucket = {p: len(jobs) + i * n_buckets for i, p in enumerate(types)}
     defer = len(jobs) + len(types) * n_buckets
     sink = defer + 1
     total_weighted = sum(instance.queue[k].weight * instance.deferred_cost_end(k) for k in jobs)
     scale = max(1.0, 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0)))
-    arcs: list[tuple[int, int, int, int]] = []  # tail, head, capacity, unit cost
-
-    def arc(tail: int, head: int, cap: int, cost: int) -> None:
-        arcs.append((tail, head, cap, cost))
-
+    tails, heads, caps, costs = [], [], [], []
     for j, k in enumerate(jobs):
         job = instance.queue[k]
         per_unit = scale * job.weight / supply[k]
         cutoff = horizon + min(instance.durations[k].values())
-        arc(j, defer, supply[k], int(per_unit * cutoff))
+        tails.append(np.array([j]))
+        heads.append(np.array([defer]))
+        caps.append(np.array([supply[k]]))
+        costs.append(np.array([math.floor(per_unit * cutoff)]))
+        lo = np.maximum(grid[:-1], starts[k])
         for p, duration in instance.durations[k].items():
             if p not in capacity:
                 continue  # no node of this type
             rate = job.gpus * instance.gpu_types[p].speed / unit
-            for b in range(n_buckets):
-                lo, hi = max(grid[b], starts[k]), grid[b + 1]
-                if hi <= lo:
-                    continue
-                t_eff = lo + duration / 2
-                if t_eff >= cutoff:
-                    break  # from here on deferring is never dearer
-                arc(
-                    j,
-                    bucket_node[(p, b)],
-                    min(supply[k], math.ceil(rate * (hi - lo))),
-                    int(per_unit * t_eff),
-                )
+            t_eff = lo + duration / 2
+            # Buckets before the release are empty; past the cut-off deferring is never dearer.
+            keep = np.nonzero((grid[1:] > lo) & (t_eff < cutoff))[0]
+            tails.append(np.full(len(keep), j))
+            heads.append(first_bucket[p] + keep)
+            caps.append(np.minimum(supply[k], np.ceil(rate * (grid[1:][keep] - lo[keep]))))
+            costs.append(np.floor(per_unit * t_eff[keep]))
     for p in types:
-        for b in range(n_buckets):
-            room = _integral(capacity[p], grid[b], grid[b + 1]) / unit
-            if room > 0:
-                arc(bucket_node[(p, b)], sink, math.ceil(room), 0)
-    arc(defer, sink, sum(supply.values()), 0)
+        room = np.array(
+            [_integral(capacity[p], grid[b], grid[b + 1]) / unit for b in range(n_buckets)]
+        )
+        keep = np.nonzero(room > 0)[0]
+        tails.append(first_bucket[p] + keep)
+        heads.append(np.full(len(keep), sink))
+        caps.append(np.ceil(room[keep]))
+        costs.append(np.zeros(len(keep)))
+    tails.append(np.array([defer]))
+    heads.append(np.array([sink]))
+    caps.append(np.array([sum(supply.values())]))
+    costs.append(np.array([0]))
     flow = min_cost_flow.SimpleMinCostFlow()
-    tails, heads, caps, costs = (
-        np.array(column, dtype=np.int64) for column in zip(*arcs, strict=True)
+    flow.add_arcs_with_capacity_and_unit_cost(
+        *(np.concatenate(column).astype(np.int64) for column in (tails, heads, caps, costs))
     )
-    flow.add_arcs_with_capacity_and_unit_cost(tails, heads, caps, costs)
     for j, k in enumerate(jobs):
         flow.set_node_supply(j, supply[k])
     flow.set_node_supply(sink, -sum(supply.values()))

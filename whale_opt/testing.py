@@ -268,25 +268,34 @@ def _queued_job(
     draw: st.DrawFn,
     job_id: str,
     types: Mapping[str, GpuType],
-    node_sizes: Sequence[int],
+    cluster: Sequence[Node],
     tenants: Sequence[str],
     zones: Sequence[str],
 ) -> QueuedJob:
     """One queued job of any topology; sometimes unservable, sometimes binding."""
     topology = draw(st.sampled_from(TOPOLOGIES))
-    sizes = sorted(set(node_sizes))
+    sizes = sorted({node.gpus for node in cluster})
+    present = [node.gpu_type for node in cluster]
     small = st.sampled_from([1, 2, 4, 8, 3])
     gang = st.builds(lambda size, k: size * k, st.sampled_from(sizes), st.integers(2, 3))
     gpus = draw(st.one_of(small, gang) if topology == "nvlink" else small)
     names = sorted(types)
-    allowed = draw(st.lists(st.sampled_from(names), unique=True)) if _rarely(draw, 3) else []
-    memory_floor = draw(st.sampled_from([0.0, 0.0, 0.0, 24.0, 40.0, 80.0]))
+    allowed: list[str] = []
+    if _rarely(draw, 3):
+        # Mostly types the cluster has; sometimes one it lacks (then: deferred).
+        pool = names if _rarely(draw, 4) else sorted(set(present))
+        allowed = draw(st.lists(st.sampled_from(pool), unique=True, min_size=1))
+    # A floor some present type meets, or now and then one none meets.
+    floors = [0.0] * 4 + sorted({float(types[name].memory_gb) for name in present}) + [100.0]
+    memory_floor = draw(st.sampled_from(floors))
     duration_s: int | None = draw(
         st.one_of(st.integers(1, 5_000), st.integers(1, 200_000), st.none())
     )
     by_type: tuple[tuple[str, int], ...] = ()
     if duration_s is None or _rarely(draw, 4):
-        measured = draw(st.lists(st.sampled_from(allowed or names), unique=True, min_size=1))
+        measured = draw(
+            st.lists(st.sampled_from(allowed or sorted(set(present))), unique=True, min_size=1)
+        )
         # Sorted by name, as instance@1 reading produces them.
         by_type = tuple((name, draw(st.integers(1, 10_000))) for name in sorted(measured))
     cpu_per_gpu = draw(st.sampled_from([0, 0, 2, 8, 16, 48]))
@@ -362,9 +371,8 @@ def instances(
     tenant_names = TENANT_NAMES[: draw(st.integers(1, len(TENANT_NAMES)))]
     running = draw(_running_jobs(cluster, tenant_names, max_running))
     count = draw(st.integers(min_queue, max_queue))
-    node_sizes = [node.gpus for node in cluster]
     queue = tuple(
-        draw(_queued_job(f"q{k}", types, node_sizes, tenant_names, zones)) for k in range(count)
+        draw(_queued_job(f"q{k}", types, cluster, tenant_names, zones)) for k in range(count)
     )
     tenants: dict[str, Tenant] = {}
     if with_quotas:

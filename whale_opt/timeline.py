@@ -38,6 +38,13 @@ class Profile:
         self.times: list[int] = [0]
         self.levels: list[float] = [0.0]
 
+    def copy(self) -> Profile:
+        """An independent copy."""
+        twin = Profile.__new__(Profile)
+        twin.times = list(self.times)
+        twin.levels = list(self.levels)
+        return twin
+
     def _split(self, t: int) -> int:
         i = bisect.bisect_right(self.times, t) - 1
         if self.times[i] != t:
@@ -153,6 +160,20 @@ class ClusterTimeline:
                 job.tenant, per_node, len(job.gpus), job.cpu, job.memory_gb, 0, job.remaining_s
             )
 
+    def copy(self) -> ClusterTimeline:
+        """An independent copy (topologies and eligibility shared: they never change)."""
+        twin = object.__new__(ClusterTimeline)
+        twin.instance = self.instance
+        twin.wait_for_release = self.wait_for_release
+        twin.topologies = self.topologies
+        twin.free_now = list(self.free_now)
+        twin.gpu_use = [p.copy() for p in self.gpu_use]
+        twin.cpu_use = [p.copy() for p in self.cpu_use]
+        twin.mem_use = [p.copy() for p in self.mem_use]
+        twin.tenant_use = {name: p.copy() for name, p in self.tenant_use.items()}
+        twin._eligible = self._eligible
+        return twin
+
     # -- bookkeeping ---------------------------------------------------------
 
     def _occupy(
@@ -253,14 +274,20 @@ class ClusterTimeline:
         return INF
 
     def best_placement(
-        self, position: int, latest_start: int | None = None, *, by_start: bool = False
+        self,
+        position: int,
+        latest_start: int | None = None,
+        *,
+        by_start: bool = False,
+        gpu_type: str | None = None,
     ) -> Placement | None:
         """The placement of job ``position`` that ends earliest (ties: tightest fit).
 
         Starting now needs exact free GPUs (NVLink-connected when asked);
         later starts need free GPU counts. None when nothing fits by
         ``latest_start`` (default: the horizon). ``by_start`` picks the
-        earliest start instead of the earliest end.
+        earliest start instead of the earliest end; ``gpu_type`` allows only
+        that type.
         """
         job = self.instance.queue[position]
         horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
@@ -268,18 +295,20 @@ class ClusterTimeline:
         chosen: Placement | None = None
         by_type: dict[str, list[int]] = {}
         for node in self.eligible(position):
-            by_type.setdefault(self.instance.nodes[node].gpu_type, []).append(node)
+            node_type = self.instance.nodes[node].gpu_type
+            if gpu_type is None or node_type == gpu_type:
+                by_type.setdefault(node_type, []).append(node)
         # Fastest types first, so their ends prune the search on slower ones.
-        for gpu_type, nodes in sorted(
+        for name, nodes in sorted(
             by_type.items(), key=lambda item: self.instance.durations[position][item[0]]
         ):
-            duration = self.instance.durations[position][gpu_type]
+            duration = self.instance.durations[position][name]
             latest = horizon
             if best is not None and not by_start:
                 latest = min(horizon, int(best[0]) - duration)
             if latest < 0:
                 continue
-            for placement in self._type_placements(job, duration, gpu_type, nodes, latest):
+            for placement in self._type_placements(job, duration, name, nodes, latest):
                 leftover = (
                     sum(
                         popcount(self.free_now[n]) - c

@@ -10,7 +10,6 @@ better of the decoded and the greedy decisions, with an honest bound.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import tomllib
@@ -23,14 +22,14 @@ from ortools.sat.python import cp_model
 from whale_opt.bounds import lower_bound
 from whale_opt.cpsat.candidates import RoundData, build_round
 from whale_opt.cpsat.constraints import Constraints
+from whale_opt.cpsat.decode import best_decode, extract
 from whale_opt.cpsat.objective import WEIGHT_SCALE, Objective
 from whale_opt.cpsat.variables import Variables
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies.base import assemble, deferral_reason, list_schedule, to_job_decision
+from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.policies.search import decision_order, improve
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
-from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import choose_gpus, needs_nvlink
 
 log = logging.getLogger("whale_opt")
 
@@ -42,19 +41,35 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
 }
 
 
-def load_preset(name: str | None) -> dict[str, Any]:
-    """CP-SAT parameters of preset ``name`` (``solvers/<name>.toml``; None: defaults)."""
-    if name is None:
-        name = "default"
+@dataclass(frozen=True)
+class Preset:
+    """A named configuration: CP-SAT parameters and how the round spends its time.
+
+    ``cpsat_share`` is the fraction of the time left after the greedy that
+    CP-SAT gets; the rest goes to the list-order local search (0: search
+    only, 1: CP-SAT only).
+    """
+
+    name: str
+    parameters: dict[str, Any]
+    cpsat_share: float = 0.5
+
+
+def load_preset(name: str | None) -> Preset:
+    """Preset ``name`` from ``solvers/<name>.toml`` (None: ``default``)."""
+    name = name or "default"
     path = PRESET_DIR / f"{name}.toml"
     if not path.exists():
         known = sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
         if name == "default" and not known:
-            return dict(DEFAULT_PARAMETERS)
+            return Preset(name, dict(DEFAULT_PARAMETERS))
         raise ValueError(f"unknown preset {name!r}; choose from {', '.join(known)}")
     with path.open("rb") as stream:
         loaded = tomllib.load(stream)
-    return {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}
+    share = float(loaded.get("round", {}).get("cpsat_share", 0.5))
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"{path}: round.cpsat_share must be in 0..1, got {share}")
+    return Preset(name, {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}, share)
 
 
 @dataclass
@@ -69,6 +84,8 @@ class SolveStats:
     model_bound: float | None = None
     exact: bool = False
     improved: bool = False
+    greedy_value: float = 0.0
+    cpsat_value: float | None = None
     sizes: dict[str, int] = field(default_factory=dict)
 
 
@@ -89,31 +106,42 @@ class CpSatPolicy:
     name = "cpsat"
 
     def __init__(self, preset: str | None = None, **overrides: Any) -> None:
-        self.parameters = {**load_preset(preset), **overrides}
+        self.preset = load_preset(preset)
+        self.parameters = {**self.preset.parameters, **overrides}
         self.stats = SolveStats()
 
     def decide(self, instance: Instance) -> Decision:
-        """The round's decision: the better of CP-SAT's and the greedy's."""
+        """The round's decision: the best of the greedy, CP-SAT and the order search."""
         started = time.perf_counter()
-        limit = instance.policy.time_limit_s
-        greedy_jobs = list_schedule(instance, wspt_order(instance))
+        deadline = started + instance.policy.time_limit_s
+        greedy_order = wspt_order(instance)
+        greedy_jobs = list_schedule(instance, greedy_order)
         greedy_value = objective(instance, greedy_jobs)
-        analytic = lower_bound(instance)
-        self.stats = SolveStats()
-        remaining = limit - (time.perf_counter() - started)
-        jobs, bound = greedy_jobs, analytic
-        if instance.queue and remaining > 0.05 * limit:
-            found = self._solve(instance, greedy_jobs, started, limit)
+        bound = lower_bound(instance)
+        self.stats = SolveStats(greedy_value=greedy_value)
+        jobs, value = greedy_jobs, greedy_value
+        orders = [greedy_order]
+        spare = deadline - time.perf_counter()
+        if instance.queue and spare > 0.05 * instance.policy.time_limit_s:
+            found = self._solve(
+                instance, greedy_jobs, time.perf_counter() + spare * self.preset.cpsat_share
+            )
             if found is not None:
                 model_jobs, model_bound = found
                 if model_bound is not None:
                     bound = max(bound, model_bound)
-                if objective(instance, model_jobs) < greedy_value - 1e-9:
-                    jobs = model_jobs
-                    self.stats.improved = True
-        value = objective(instance, jobs)
-        gap = (value - bound) / max(value, 1.0)
-        if gap <= 1e-9:
+                self.stats.cpsat_value = objective(instance, model_jobs)
+                orders.append(decision_order(model_jobs, instance))
+                if self.stats.cpsat_value < value:
+                    jobs, value = model_jobs, self.stats.cpsat_value
+            if bound < value - 1e-9 and self.preset.cpsat_share < 1.0:
+                # Keep ~3% of the limit for assembling the decision.
+                stop = deadline - 0.03 * instance.policy.time_limit_s
+                found_jobs, found_value = improve(instance, orders, stop, instance.policy.seed)
+                if found_value < value:
+                    jobs, value = found_jobs, found_value
+        self.stats.improved = value < greedy_value - 1e-9
+        if (value - bound) / max(value, 1.0) <= 1e-9:
             status = Status.OPTIMAL
         elif self.stats.improved:
             status = Status.FEASIBLE
@@ -122,8 +150,10 @@ class CpSatPolicy:
         return assemble(instance, self.name, jobs, status, bound, started)
 
     def _solve(
-        self, instance: Instance, greedy_jobs: list[JobDecision], started: float, limit: float
+        self, instance: Instance, greedy_jobs: list[JobDecision], deadline: float
     ) -> tuple[list[JobDecision], float | None] | None:
+        """CP-SAT until ``deadline``: its decoded decision and, if valid, its bound."""
+        started = time.perf_counter()
         greedy = {item.id: item for item in greedy_jobs}
         data = build_round(instance, greedy)
         model = cp_model.CpModel()
@@ -140,8 +170,8 @@ class CpSatPolicy:
             "variables": len(model.proto.variables),
             "constraints": len(model.proto.constraints),
         }
-        # Keep a margin for decoding: about 2 ms per job, at least 5% of the limit.
-        budget = limit - (time.perf_counter() - started) - max(0.05 * limit, 0.002 * len(data.jobs))
+        # Keep a margin for decoding: about 3 decodes of the greedy's cost.
+        budget = deadline - time.perf_counter() - 0.002 * len(data.jobs)
         if budget <= 0.05:
             return None
         solver = cp_model.CpSolver()
@@ -169,7 +199,7 @@ class CpSatPolicy:
             # The model is a relaxation (exact now, pooled future): its bound holds.
             bound = solver.best_objective_bound / WEIGHT_SCALE + constant
             self.stats.model_bound = bound
-        return _decode(data, variables, solver), bound
+        return best_decode(data, extract(data, variables, solver)), bound
 
 
 def _integral_weights(instance: Instance) -> bool:
@@ -220,86 +250,3 @@ def _greedy_option(data: RoundData, position: int, decided: JobDecision) -> int 
         ):
             return o
     return None
-
-
-def _decode(data: RoundData, variables: Variables, solver: cp_model.CpSolver) -> list[JobDecision]:
-    """Starts from the model with exact GPUs; the rest list-scheduled in model order."""
-    instance = data.instance
-    timeline = ClusterTimeline(instance)
-    decided: dict[int, JobDecision] = {}
-    counted: list[tuple[int, str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
-    later: list[tuple[int, float, int]] = []
-    for item, v in zip(data.jobs, variables.jobs, strict=True):
-        if solver.boolean_value(v.deferred):
-            later.append((1, math.inf, item.position))
-            continue
-        if not solver.boolean_value(v.now):
-            later.append((0, solver.value(v.start), item.position))
-            continue
-        for option, lit in zip(item.options, v.options, strict=True):
-            if solver.boolean_value(lit):
-                counted.append(
-                    (item.position, option.gpu_type, option.nodes, option.counts, option.masks)
-                )
-        for (gpu_type, _, size), rack, rack_nodes in zip(
-            item.gangs, v.gang_racks, v.gang_nodes, strict=True
-        ):
-            if solver.boolean_value(rack):
-                chosen = tuple(n for n, lit in rack_nodes.items() if solver.boolean_value(lit))
-                counted.append((item.position, gpu_type, chosen, (size,) * len(chosen), ()))
-        for (gpu_type, _), group, group_counts in zip(
-            item.spread, v.spread_groups, v.spread_counts, strict=True
-        ):
-            if solver.boolean_value(group):
-                pairs = [
-                    (n, solver.value(c)) for n, c in group_counts.items() if solver.value(c) > 0
-                ]
-                counted.append(
-                    (
-                        item.position,
-                        gpu_type,
-                        tuple(n for n, _ in pairs),
-                        tuple(c for _, c in pairs),
-                        (),
-                    )
-                )
-    # Exact GPU sets first, then the count-only choices take what is left.
-    counted.sort(key=lambda entry: (not entry[4], -sum(entry[3])))
-    for position, gpu_type, nodes, counts, masks in counted:
-        job = instance.queue[position]
-        chosen_masks = list(masks)
-        if not chosen_masks:
-            for node, count in zip(nodes, counts, strict=True):
-                nvlink = needs_nvlink(job) and len(nodes) == 1
-                mask = choose_gpus(
-                    timeline.topologies[node], timeline.free_now[node], count, nvlink
-                )
-                if mask is None:
-                    break
-                chosen_masks.append(mask)
-        if len(chosen_masks) != len(nodes):
-            later.append((0, 0, position))  # could not realise: schedule it like the rest
-            continue
-        duration = instance.durations[position][gpu_type]
-        now = Placement(0, duration, gpu_type, nodes, counts, tuple(chosen_masks))
-        timeline.commit(position, now)
-        decided[position] = to_job_decision(instance, position, now)
-    later.sort(key=lambda entry: (entry[0], entry[1], entry[2]))
-    for _, _, position in later:
-        placement = timeline.best_placement(position)
-        if placement is None or placement.end > instance.deferred_cost_end(position):
-            decided[position] = JobDecision(
-                instance.queue[position].id,
-                Action.DEFERRED,
-                reason=deferral_reason(instance, position, timeline),
-            )
-            continue
-        timeline.commit(position, placement)
-        decided[position] = to_job_decision(instance, position, placement)
-    jobs = [
-        decided.get(k)
-        or JobDecision(job.id, Action.DEFERRED, reason=deferral_reason(instance, k, timeline))
-        for k, job in enumerate(instance.queue)
-    ]
-    jobs += [JobDecision(job.id, Action.KEEP) for job in instance.running]
-    return jobs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
@@ -68,16 +68,19 @@ def deferral_reason(instance: Instance, position: int, timeline: ClusterTimeline
     )
 
 
-def list_schedule(
-    instance: Instance, order: Sequence[int], timeline: ClusterTimeline | None = None
-) -> list[JobDecision]:
-    """Serial schedule generation: each job in ``order`` at its earliest-ending place.
+def place_in_order(
+    instance: Instance,
+    order: Sequence[int],
+    timeline: ClusterTimeline,
+    decided: dict[int, JobDecision],
+    after_each: Callable[[int], None] | None = None,
+) -> None:
+    """Serial schedule generation: each job of ``order`` at its earliest-ending place.
 
-    Jobs not in ``order`` are deferred. Running jobs are kept.
+    Updates ``timeline`` and ``decided`` (queue position -> decision) in
+    place; ``after_each(k)`` runs after the k-th job (1-based) is placed.
     """
-    timeline = ClusterTimeline(instance) if timeline is None else timeline
-    decided: dict[int, JobDecision] = {}
-    for position in order:
+    for k, position in enumerate(order, start=1):
         placement = timeline.best_placement(position)
         if placement is None:
             decided[position] = JobDecision(
@@ -85,15 +88,31 @@ def list_schedule(
                 Action.DEFERRED,
                 reason=deferral_reason(instance, position, timeline),
             )
-            continue
-        timeline.commit(position, placement)
-        decided[position] = to_job_decision(instance, position, placement)
+        else:
+            timeline.commit(position, placement)
+            decided[position] = to_job_decision(instance, position, placement)
+        if after_each is not None:
+            after_each(k)
+
+
+def complete(instance: Instance, decided: dict[int, JobDecision]) -> list[JobDecision]:
+    """Every job's decision: queued ones from ``decided`` (else deferred), running kept."""
     jobs = [
-        decided.get(p) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
-        for p, job in enumerate(instance.queue)
+        decided.get(k) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
+        for k, job in enumerate(instance.queue)
     ]
     jobs += [JobDecision(job.id, Action.KEEP) for job in instance.running]
     return jobs
+
+
+def list_schedule(
+    instance: Instance, order: Sequence[int], timeline: ClusterTimeline | None = None
+) -> list[JobDecision]:
+    """Serial schedule generation over ``order``; jobs not in it are deferred."""
+    timeline = ClusterTimeline(instance) if timeline is None else timeline
+    decided: dict[int, JobDecision] = {}
+    place_in_order(instance, order, timeline, decided)
+    return complete(instance, decided)
 
 
 def assemble(

@@ -1,0 +1,611 @@
+"""The checker: each rule broken on purpose, named by kind and job; valid decisions pass.
+
+Every case is a tiny instance and a decision that breaks exactly one rule
+(its objective recomputed, so only that rule is off), and the test asserts
+the set of (kind, job) the checker reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from whale_opt.check import Violation, check
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.problem_data import (
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+)
+
+TYPES = {
+    "A100-80G": GpuType("A100-80G", 80, 1.0),
+    "V100-32G": GpuType("V100-32G", 32, 0.5),
+}
+
+NODES = (
+    Node("a0", "A100-80G", 8, "nvswitch", cpu=64, memory_gb=512, rack="r1", zone="east"),
+    Node("a1", "A100-80G", 8, "nvswitch", cpu=64, memory_gb=512, rack="r1", zone="east"),
+    Node("a2", "A100-80G", 8, "nvswitch", cpu=64, memory_gb=512, rack="r2", zone="west"),
+    Node("v0", "V100-32G", 8, "hybrid-cube-mesh", cpu=64, memory_gb=512, rack="r2", zone="west"),
+    Node("p0", "A100-80G", 4, "pairs", cpu=64, memory_gb=512, rack="r2", zone="west"),
+    Node("f0", "A100-80G", 8, "nvswitch", cpu=64, memory_gb=512, rack="r2", failed_gpus=(0,)),
+    Node("d0", "A100-80G", 8, "nvswitch", cpu=64, memory_gb=512, rack="r2", down=True),
+)
+
+
+def cluster(
+    *queue: QueuedJob,
+    running: Sequence[RunningJob] = (),
+    tenants: Mapping[str, Tenant] | None = None,
+    policy: Policy | None = None,
+) -> Instance:
+    return Instance(
+        "check",
+        TYPES,
+        NODES,
+        running=tuple(running),
+        queue=queue,
+        tenants=dict(tenants or {}),
+        policy=policy or Policy(),
+    )
+
+
+def job(job_id: str, gpus: int = 1, duration_s: int = 100, **fields: object) -> QueuedJob:
+    return QueuedJob(job_id, gpus, duration_s, **fields)  # type: ignore[arg-type]
+
+
+def gpus(node: str, *indices: int) -> tuple[str, ...]:
+    return tuple(f"{node}/{i}" for i in indices)
+
+
+def start(job_id: str, ids: Sequence[str], end: int = 100) -> JobDecision:
+    return JobDecision(job_id, Action.START, gpus=tuple(ids), start_s=0, end_s=end)
+
+
+def planned(
+    job_id: str, begin: int, end: int, nodes: Sequence[str], counts: Sequence[int] = ()
+) -> JobDecision:
+    return JobDecision(
+        job_id,
+        Action.PLANNED,
+        start_s=begin,
+        end_s=end,
+        nodes=tuple(nodes),
+        node_gpus=tuple(counts),
+    )
+
+
+def deferred(job_id: str) -> JobDecision:
+    return JobDecision(job_id, Action.DEFERRED, reason="test")
+
+
+def decide(
+    instance: Instance,
+    *items: JobDecision,
+    bound: float = 0.0,
+    value: float | None = None,
+    keep_running: bool = True,
+) -> Decision:
+    """A decision of ``items`` (running jobs kept unless listed), objective recomputed."""
+    jobs = list(items)
+    listed = {item.id for item in jobs}
+    if keep_running:
+        jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running if r.id not in listed]
+    return Decision(
+        instance=instance.name,
+        solver="test",
+        status=Status.FEASIBLE,
+        objective=objective(instance, jobs) if value is None else value,
+        bound=bound,
+        horizon_s=instance.policy.horizon_s,
+        jobs=tuple(jobs),
+    )
+
+
+def found(violations: list[Violation]) -> set[tuple[str, str | None]]:
+    return {(v.kind, v.job) for v in violations}
+
+
+# -- GPUs used twice ---------------------------------------------------------------
+
+
+def test_gpu_used_by_two_started_jobs() -> None:
+    inst = cluster(job("q1"), job("q2"))
+    decision = decide(inst, start("q1", ["a0/0"]), start("q2", ["a0/0"]))
+    assert found(check(inst, decision)) == {("gpu-twice", "q2")}
+
+
+def test_gpu_used_by_a_started_job_and_a_running_job() -> None:
+    inst = cluster(job("q1"), running=[RunningJob("r1", gpus("a0", 0, 1), 50)])
+    decision = decide(inst, start("q1", ["a0/1"]))
+    violations = check(inst, decision)
+    assert found(violations) == {("gpu-twice", "q1")}
+    assert "r1" in violations[0].message
+
+
+def test_gpu_listed_twice_by_one_job() -> None:
+    inst = cluster(job("q1", 2))
+    decision = decide(inst, start("q1", ["a0/3", "a0/3"]))
+    assert found(check(inst, decision)) == {("gpu-twice", "q1")}
+
+
+def test_gpu_of_a_preempted_job_may_be_reused() -> None:
+    inst = cluster(
+        job("q1"),
+        running=[RunningJob("r1", gpus("a0", 0), 500)],
+        policy=Policy(allow_preemption=True),
+    )
+    decision = decide(inst, start("q1", ["a0/0"]), JobDecision("r1", Action.PREEMPT))
+    assert check(inst, decision) == []
+
+
+# -- GPU type and memory -----------------------------------------------------------
+
+
+def test_wrong_gpu_type() -> None:
+    inst = cluster(job("q1", gpu_types=("A100-80G",)))
+    decision = decide(inst, start("q1", ["v0/0"], end=200))
+    assert found(check(inst, decision)) == {("gpu-type", "q1")}
+
+
+def test_mixed_gpu_types() -> None:
+    inst = cluster(job("q1", 2, topology="any"))
+    decision = decide(inst, start("q1", ["a2/0", "v0/0"]))
+    assert found(check(inst, decision)) == {("gpu-type", "q1")}
+
+
+def test_too_little_gpu_memory() -> None:
+    inst = cluster(job("q1", min_gpu_memory_gb=40))
+    decision = decide(inst, start("q1", ["v0/0"], end=200))
+    assert found(check(inst, decision)) == {("gpu-memory", "q1")}
+
+
+def test_type_without_a_known_duration_is_not_allowed() -> None:
+    q1 = QueuedJob("q1", 1, duration_by_type_s=(("V100-32G", 70),))
+    inst = cluster(q1)
+    decision = decide(inst, start("q1", ["a0/0"], end=70))
+    assert found(check(inst, decision)) == {("gpu-type", "q1")}
+
+
+# -- NVLink, gangs and topology -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ids", "end"),
+    [
+        (["v0/0", "v0/5"], 200),  # cube-mesh: 0 links 1, 2, 3 and 4, not 5
+        (["v0/0", "v0/1", "v0/6", "v0/7"], 200),  # two halves of two quads
+        (["p0/1", "p0/2"], 100),  # pairs: 0-1 and 2-3 only
+    ],
+)
+def test_gpus_not_nvlink_connected(ids: list[str], end: int) -> None:
+    inst = cluster(job("q1", len(ids)))
+    decision = decide(inst, start("q1", ids, end=end))
+    assert found(check(inst, decision)) == {("nvlink", "q1")}
+
+
+def test_planned_nvlink_job_on_a_node_without_such_a_block() -> None:
+    inst = cluster(job("q1", 4))
+    decision = decide(inst, planned("q1", 10, 110, ["p0"], [4]))
+    assert found(check(inst, decision)) == {("nvlink", "q1")}
+
+
+def test_split_gang_gets_fewer_gpus_than_asked() -> None:
+    inst = cluster(job("q1", 4))
+    decision = decide(inst, start("q1", gpus("a0", 0, 1, 2)))
+    assert found(check(inst, decision)) == {("gang", "q1")}
+
+
+def test_planned_gang_counts_that_do_not_add_up() -> None:
+    inst = cluster(job("q1", 4, topology="any"))
+    decision = decide(inst, planned("q1", 10, 110, ["a0", "a1"], [2, 1]))
+    assert found(check(inst, decision)) == {("gang", "q1")}
+
+
+def test_nvlink_job_that_fits_one_node_split_over_two() -> None:
+    inst = cluster(job("q1", 4))
+    decision = decide(inst, start("q1", gpus("a0", 0, 1) + gpus("a1", 0, 1)))
+    violations = check(inst, decision)
+    assert found(violations) == {("topology", "q1")}
+    assert any("split" in v.message for v in violations)
+
+
+def test_multi_node_nvlink_job_on_part_of_a_node() -> None:
+    inst = cluster(job("q1", 12))
+    decision = decide(inst, start("q1", gpus("a0", *range(8)) + gpus("a1", 0, 1, 2, 3)))
+    violations = check(inst, decision)
+    assert found(violations) == {("topology", "q1")}
+    assert any("a1" in v.message for v in violations)
+
+
+def test_planned_multi_node_nvlink_job_on_part_of_a_node() -> None:
+    inst = cluster(job("q1", 12))
+    decision = decide(inst, planned("q1", 10, 110, ["a0", "a1"], [8, 4]))
+    assert found(check(inst, decision)) == {("topology", "q1")}
+
+
+def test_multi_node_nvlink_job_on_a_node_without_full_nvlink() -> None:
+    # a2 (8, NVSwitch) and p0 (4, bridged pairs) share rack r2: p0 is whole but not connected.
+    inst = cluster(job("q1", 12))
+    decision = decide(inst, start("q1", gpus("a2", *range(8)) + gpus("p0", 0, 1, 2, 3)))
+    violations = check(inst, decision)
+    assert found(violations) == {("topology", "q1")}
+    assert any("p0" in v.message for v in violations)
+
+
+def test_multi_node_nvlink_job_across_racks() -> None:
+    inst = cluster(job("q1", 16))
+    decision = decide(inst, start("q1", gpus("a0", *range(8)) + gpus("a2", *range(8))))
+    violations = check(inst, decision)
+    assert found(violations) == {("topology", "q1")}
+    assert any("racks" in v.message for v in violations)
+
+
+def test_node_job_on_two_nodes() -> None:
+    inst = cluster(job("q1", 2, topology="node"))
+    decision = decide(inst, start("q1", ["a0/0", "a1/0"]))
+    assert found(check(inst, decision)) == {("topology", "q1")}
+
+
+def test_planned_node_job_on_two_nodes() -> None:
+    inst = cluster(job("q1", 2, topology="node"))
+    decision = decide(inst, planned("q1", 5, 105, ["a0", "a1"], [1, 1]))
+    assert found(check(inst, decision)) == {("topology", "q1")}
+
+
+def test_rack_job_across_racks() -> None:
+    inst = cluster(job("q1", 2, topology="rack"))
+    decision = decide(inst, start("q1", ["a0/0", "a2/0"]))
+    assert found(check(inst, decision)) == {("topology", "q1")}
+
+
+# -- CPU, host memory, GPU counts over time ------------------------------------------
+
+
+def test_cpu_over_a_node() -> None:
+    inst = cluster(job("q1", cpu=65))
+    decision = decide(inst, start("q1", ["a0/0"]))
+    assert found(check(inst, decision)) == {("capacity", "q1")}
+
+
+def test_cpu_over_a_node_together_with_a_running_job() -> None:
+    inst = cluster(job("q1", cpu=30), running=[RunningJob("r1", gpus("a0", 0), 500, cpu=40)])
+    decision = decide(inst, start("q1", ["a0/1"]))
+    assert found(check(inst, decision)) == {("capacity", "q1")}
+
+
+def test_host_memory_over_a_node() -> None:
+    inst = cluster(job("q1", memory_gb=600))
+    decision = decide(inst, start("q1", ["a0/0"]))
+    violations = check(inst, decision)
+    assert found(violations) == {("capacity", "q1")}
+    assert "memory" in violations[0].message
+
+
+def test_cpu_of_a_multi_node_job_is_spread_by_gpu_share() -> None:
+    # 96 CPU over 6 + 2 GPUs: 72 on a0 (> 64), 24 on a1.
+    inst = cluster(job("q1", 8, cpu=96, topology="any"))
+    decision = decide(inst, start("q1", gpus("a0", *range(6)) + gpus("a1", 0, 1)))
+    violations = check(inst, decision)
+    assert found(violations) == {("capacity", "q1")}
+    assert "a0" in violations[0].message
+
+
+def test_planned_jobs_overlapping_beyond_a_nodes_gpus() -> None:
+    inst = cluster(job("q1", 8), job("q2", 4))
+    decision = decide(
+        inst, planned("q1", 10, 110, ["a0"], [8]), planned("q2", 50, 150, ["a0"], [4])
+    )
+    kinds = found(check(inst, decision))
+    assert {kind for kind, _ in kinds} == {"capacity"}
+    assert {who for _, who in kinds} <= {"q1", "q2"}
+
+
+def test_planned_job_overlapping_a_started_job() -> None:
+    inst = cluster(job("q1", 6), job("q2", 4))
+    decision = decide(inst, start("q1", gpus("a0", *range(6))), planned("q2", 50, 150, ["a0"]))
+    assert found(check(inst, decision)) == {("capacity", "q2")}
+
+
+def test_planned_job_overlapping_a_running_job() -> None:
+    inst = cluster(job("q1", 4), running=[RunningJob("r1", gpus("a0", *range(6)), 100)])
+    decision = decide(inst, planned("q1", 50, 150, ["a0"]))
+    assert found(check(inst, decision)) == {("capacity", "q1")}
+
+
+def test_planned_jobs_back_to_back_share_a_node() -> None:
+    inst = cluster(job("q1", 8), job("q2", 8), running=[RunningJob("r1", gpus("a0", 0), 10)])
+    decision = decide(
+        inst, planned("q1", 10, 110, ["a0"], [8]), planned("q2", 110, 210, ["a0"], [8])
+    )
+    assert check(inst, decision) == []
+
+
+# -- quotas --------------------------------------------------------------------------
+
+
+def test_quota_exceeded_now() -> None:
+    inst = cluster(
+        job("q1", 4, tenant="nlp"),
+        running=[RunningJob("r1", gpus("a0", 0, 1), 500, tenant="nlp")],
+        tenants={"nlp": Tenant("nlp", 4)},
+    )
+    decision = decide(inst, start("q1", gpus("a1", 0, 1, 2, 3)))
+    violations = check(inst, decision)
+    assert {v.kind for v in violations} == {"quota"}
+    assert "nlp" in violations[0].message
+
+
+def test_quota_exceeded_later_by_a_planned_job() -> None:
+    inst = cluster(
+        job("q1", 4, tenant="nlp"),
+        job("q2", 2, tenant="nlp"),
+        tenants={"nlp": Tenant("nlp", 4)},
+    )
+    decision = decide(
+        inst, start("q1", gpus("a1", 0, 1, 2, 3)), planned("q2", 50, 150, ["a2"], [2])
+    )
+    violations = check(inst, decision)
+    assert {v.kind for v in violations} == {"quota"}
+    assert "t=50" in violations[0].message
+
+
+def test_quota_respected_when_the_planned_job_waits() -> None:
+    inst = cluster(
+        job("q1", 4, tenant="nlp"),
+        job("q2", 2, tenant="nlp"),
+        tenants={"nlp": Tenant("nlp", 4)},
+    )
+    decision = decide(
+        inst, start("q1", gpus("a1", 0, 1, 2, 3)), planned("q2", 100, 200, ["a2"], [2])
+    )
+    assert check(inst, decision) == []
+
+
+def test_tenant_over_quota_through_running_jobs_may_keep_them() -> None:
+    inst = cluster(
+        job("q1", tenant="cv"),
+        running=[RunningJob("r1", gpus("a0", 0, 1, 2), 500, tenant="nlp")],
+        tenants={"nlp": Tenant("nlp", 1)},
+    )
+    assert check(inst, decide(inst, start("q1", ["a1/0"]))) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check.py _quotas: a quota violation names the tenant in Violation.job, "
+    "not the job that breaks the quota",
+)
+def test_quota_violation_names_the_job_that_breaks_it() -> None:
+    inst = cluster(job("q1", 4, tenant="nlp"), tenants={"nlp": Tenant("nlp", 2)})
+    decision = decide(inst, start("q1", gpus("a1", 0, 1, 2, 3)))
+    assert found(check(inst, decision)) == {("quota", "q1")}
+
+
+# -- failed hardware ----------------------------------------------------------------
+
+
+def test_started_on_a_failed_gpu() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, start("q1", ["f0/0"]))
+    assert found(check(inst, decision)) == {("failed-hardware", "q1")}
+
+
+def test_started_on_a_down_node() -> None:
+    inst = cluster(job("q1"))
+    kinds = found(check(inst, decide(inst, start("q1", ["d0/3"]))))
+    # A down node has no GPU at all, so its capacity is exceeded as well.
+    assert ("failed-hardware", "q1") in kinds
+    assert {who for _, who in kinds} == {"q1"}
+
+
+def test_planned_on_a_down_node() -> None:
+    inst = cluster(job("q1"))
+    kinds = found(check(inst, decide(inst, planned("q1", 10, 110, ["d0"], [1]))))
+    assert ("failed-hardware", "q1") in kinds
+    assert {who for _, who in kinds} == {"q1"}
+
+
+def test_planned_beyond_a_nodes_healthy_gpus() -> None:
+    inst = cluster(job("q1", 8, topology="node"))
+    kinds = found(check(inst, decide(inst, planned("q1", 10, 110, ["f0"], [8]))))
+    assert ("failed-hardware", "q1") in kinds
+    assert {who for _, who in kinds} == {"q1"}
+
+
+# -- coverage of jobs ----------------------------------------------------------------
+
+
+def test_queued_job_missing() -> None:
+    inst = cluster(job("q1"), job("q2"))
+    assert found(check(inst, decide(inst, deferred("q2")))) == {("missing", "q1")}
+
+
+def test_running_job_missing() -> None:
+    inst = cluster(job("q1"), running=[RunningJob("r1", gpus("a0", 0), 50)])
+    decision = decide(inst, deferred("q1"), keep_running=False)
+    assert found(check(inst, decision)) == {("missing", "r1")}
+
+
+def test_job_duplicated() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, start("q1", ["a0/0"]), start("q1", ["a0/0"]))
+    assert found(check(inst, decision)) == {("duplicate", "q1")}
+
+
+def test_unknown_job() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, deferred("q1"), deferred("zz"))
+    assert found(check(inst, decision)) == {("unknown-job", "zz")}
+
+
+@pytest.mark.parametrize(
+    ("item", "culprit"),
+    [
+        (JobDecision("q1", Action.KEEP), "q1"),
+        (JobDecision("r1", Action.DEFERRED), "r1"),
+    ],
+)
+def test_action_that_does_not_fit_the_job(item: JobDecision, culprit: str) -> None:
+    inst = cluster(job("q1"), running=[RunningJob("r1", gpus("a0", 0), 50)])
+    others = [deferred("q1")] if culprit == "r1" else []
+    decision = decide(inst, item, *others)
+    assert found(check(inst, decision)) == {("action", culprit)}
+
+
+@pytest.mark.parametrize("bad", ["zz/0", "a0/8", "a0", "a0/x"])
+def test_unknown_gpu_id(bad: str) -> None:
+    inst = cluster(job("q1"))
+    assert found(check(inst, decide(inst, start("q1", [bad])))) == {("gpu-id", "q1")}
+
+
+@pytest.mark.parametrize(("nodes", "counts"), [(["zz"], [1]), ([], []), (["a0", "a0"], [1, 1])])
+def test_planned_on_unknown_missing_or_repeated_nodes(nodes: list[str], counts: list[int]) -> None:
+    inst = cluster(job("q1", sum(counts) or 1, topology="any"))
+    decision = decide(inst, planned("q1", 10, 110, nodes, counts))
+    assert found(check(inst, decision)) == {("planned-nodes", "q1")}
+
+
+# -- times, objective, bound ---------------------------------------------------------
+
+
+def test_planned_start_at_zero() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, planned("q1", 0, 100, ["a0"], [1]))
+    assert found(check(inst, decision)) == {("start-time", "q1")}
+
+
+def test_planned_start_beyond_the_horizon() -> None:
+    inst = cluster(job("q1"), policy=Policy(horizon_s=1000))
+    decision = decide(inst, planned("q1", 1001, 1101, ["a0"], [1]))
+    assert found(check(inst, decision)) == {("start-time", "q1")}
+
+
+def test_planned_start_at_the_horizon_is_allowed() -> None:
+    inst = cluster(job("q1"), policy=Policy(horizon_s=1000))
+    assert check(inst, decide(inst, planned("q1", 1000, 1100, ["a0"], [1]))) == []
+
+
+def test_started_job_not_at_zero() -> None:
+    inst = cluster(job("q1"))
+    item = JobDecision("q1", Action.START, gpus=("a0/0",), start_s=5, end_s=100)
+    assert found(check(inst, decide(inst, item))) == {("start-time", "q1")}
+
+
+@pytest.mark.parametrize(
+    ("queued", "item"),
+    [
+        (job("q1"), start("q1", ["a0/0"], end=99)),
+        (job("q1"), start("q1", ["v0/0"], end=100)),  # V100 runs at half speed: 200
+        (job("q1"), planned("q1", 10, 100, ["a0"], [1])),
+        (
+            QueuedJob("q1", 1, 100, duration_by_type_s=(("V100-32G", 150),)),
+            start("q1", ["v0/0"], end=200),  # measured duration wins: 150
+        ),
+    ],
+)
+def test_wrong_end_time(queued: QueuedJob, item: JobDecision) -> None:
+    inst = cluster(queued)
+    assert found(check(inst, decide(inst, item))) == {("end-time", "q1")}
+
+
+def test_objective_that_does_not_match() -> None:
+    inst = cluster(job("q1", weight=2.0))
+    right = decide(inst, start("q1", ["a0/0"]))
+    assert right.objective == 200
+    wrong = right.with_changes(objective=199.0)
+    assert found(check(inst, wrong)) == {("objective", None)}
+
+
+def test_bound_above_objective() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, start("q1", ["a0/0"]), bound=101.0)
+    assert found(check(inst, decision)) == {("bound", None)}
+
+
+def test_horizon_not_echoed() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, start("q1", ["a0/0"])).with_changes(horizon_s=5)
+    assert found(check(inst, decision)) == {("horizon", None)}
+
+
+def test_decision_for_another_instance() -> None:
+    inst = cluster(job("q1"))
+    decision = decide(inst, start("q1", ["a0/0"])).with_changes(instance="other")
+    assert found(check(inst, decision)) == {("instance", None)}
+
+
+# -- preemption ---------------------------------------------------------------------
+
+
+def test_preemption_when_the_policy_forbids_it() -> None:
+    inst = cluster(running=[RunningJob("r1", gpus("a0", 0), 50)])
+    decision = decide(inst, JobDecision("r1", Action.PREEMPT))
+    assert found(check(inst, decision)) == {("preemption", "r1")}
+
+
+def test_preemption_of_a_non_preemptible_job() -> None:
+    inst = cluster(
+        running=[RunningJob("r1", gpus("a0", 0), 50, preemptible=False)],
+        policy=Policy(allow_preemption=True),
+    )
+    decision = decide(inst, JobDecision("r1", Action.PREEMPT))
+    assert found(check(inst, decision)) == {("preemption", "r1")}
+
+
+def test_preemption_is_priced_in_the_objective() -> None:
+    inst = cluster(
+        running=[RunningJob("r1", gpus("a0", 0), 50, weight=2.0, checkpoint_s=10)],
+        policy=Policy(allow_preemption=True),
+    )
+    decision = decide(inst, JobDecision("r1", Action.PREEMPT))
+    assert decision.objective == 2.0 * (50 + 10)
+    assert check(inst, decision) == []
+    assert found(check(inst, decision.with_changes(objective=0.0))) == {("objective", None)}
+
+
+# -- valid decisions with every feature ----------------------------------------------
+
+
+def test_valid_decision_with_every_feature_passes() -> None:
+    inst = cluster(
+        # NVLink 4-GPU job on one cube-mesh quad (V100 at half speed).
+        job("q1", 4, gpu_types=("V100-32G",), cpu=16, memory_gb=64),
+        # 16-GPU NVLink gang on two whole NVSwitch nodes of rack r1.
+        job("q2", 16, 1000, tenant="nlp", cpu=64, memory_gb=512),
+        # 'any' job over two racks, outside its preferred zone (priced).
+        job("q3", 2, topology="any", zone="east"),
+        # 'rack' job planned over two nodes of rack r1 once the gang ends.
+        job("q4", 10, 50, topology="rack", tenant="nlp"),
+        # 'node' job planned on the node with a failed GPU (7 healthy).
+        job("q5", 7, 60, topology="node"),
+        # Measured duration on V100 only; on a bridged pair of v0.
+        QueuedJob("q6", 2, duration_by_type_s=(("V100-32G", 70),)),
+        # Unservable: deferred.
+        job("q7", 1, min_gpu_memory_gb=100),
+        running=[
+            RunningJob("r1", gpus("v0", 0, 4), 300, tenant="cv"),
+            RunningJob("r2", gpus("a2", 0, 1, 2, 3), 900, tenant="nlp", preemptible=True),
+            RunningJob("r3", gpus("f0", 1, 2), 40, tenant="cv"),
+        ],
+        tenants={"nlp": Tenant("nlp", 20), "cv": Tenant("cv", 32), "rl": Tenant("rl")},
+        policy=Policy(allow_preemption=True, horizon_s=10_000),
+    )
+    decision = decide(
+        inst,
+        start("q1", gpus("v0", 1, 5, 6, 7), end=200),  # 1-5 cross link joins the quads
+        start("q2", gpus("a0", *range(8)) + gpus("a1", *range(8)), end=1000),
+        start("q3", ["a2/4", "p0/0"]),
+        planned("q4", 1000, 1050, ["a0", "a1"], [8, 2]),
+        planned("q5", 40, 100, ["f0"], [7]),
+        start("q6", ["v0/2", "v0/3"], end=70),
+        deferred("q7"),
+        JobDecision("r2", Action.PREEMPT),
+    )
+    assert check(inst, decision) == []
