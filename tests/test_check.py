@@ -8,11 +8,15 @@ the set of (kind, job) the checker reports.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from whale_opt.check import Violation, check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     GpuType,
     Instance,
@@ -22,6 +26,7 @@ from whale_opt.problem_data import (
     RunningJob,
     Tenant,
 )
+from whale_opt.testing import instances
 
 TYPES = {
     "A100-80G": GpuType("A100-80G", 80, 1.0),
@@ -609,3 +614,132 @@ def test_valid_decision_with_every_feature_passes() -> None:
         JobDecision("r2", Action.PREEMPT),
     )
     assert check(inst, decision) == []
+
+
+# -- reproducers of checker bugs -------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check.py _capacity: a node overloaded (CPU) by running jobs alone is reported "
+    "as soon as any new job uses the node, even one that starts after they end",
+)
+def test_running_overload_does_not_blame_a_later_job() -> None:
+    # Instance validation allows running jobs whose CPU exceeds the node's.
+    inst = cluster(job("q1", cpu=1), running=[RunningJob("r1", gpus("a0", 0), 100, cpu=80)])
+    decision = decide(inst, planned("q1", 200, 300, ["a0"], [1]))
+    assert check(inst, decision) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="decision.py placement_penalty (called by the checker's objective) raises "
+    "KeyError on a GPU id or planned node naming no node, for a job with a zone",
+)
+@pytest.mark.parametrize(
+    "item",
+    [
+        start("q1", ["zz/0"]),
+        planned("q1", 10, 110, ["zz"], [1]),
+    ],
+)
+def test_unknown_node_for_a_job_with_a_zone_is_reported_not_raised(item: JobDecision) -> None:
+    inst = cluster(job("q1", zone="east"))
+    jobs = (item,)
+    decision = Decision(inst.name, "test", Status.FEASIBLE, 100.0, 0.0, inst.policy.horizon_s, jobs)
+    kinds = {v.kind for v in check(inst, decision)}
+    assert kinds & {"gpu-id", "planned-nodes"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check.py _topology: a started multi-GPU nvlink job with no GPU ids crashes "
+    "on '(topo,) = topos' (ValueError) instead of reporting a gang violation",
+)
+def test_started_without_gpus_is_reported_not_raised() -> None:
+    inst = cluster(job("q1", 2))
+    decision = decide(inst, start("q1", []))
+    assert ("gang", "q1") in found(check(inst, decision))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check.py _planned: node_gpus entries below 1 are accepted (the schema "
+    "forbids them, the Python API does not)",
+)
+def test_planned_node_gpus_below_one_are_reported() -> None:
+    inst = cluster(job("q1", 4, topology="any"))
+    decision = decide(inst, planned("q1", 10, 110, ["a0", "a1"], [5, -1]))
+    assert check(inst, decision) != []
+
+
+# -- the checker on mutated greedy decisions -------------------------------------------
+
+
+def _recomputed(instance: Instance, decision: Decision, jobs: list[JobDecision]) -> Decision:
+    return decision.with_changes(jobs=tuple(jobs), objective=objective(instance, jobs))
+
+
+@settings(max_examples=40, deadline=None)
+@given(instances(min_queue=1), st.data())
+def test_checker_catches_mutations_of_a_valid_decision(
+    instance: Instance, data: st.DataObject
+) -> None:
+    decision = get_policy("wspt").decide(instance)
+    assert check(instance, decision) == []
+    jobs = list(decision.jobs)
+    k = data.draw(st.integers(0, len(jobs) - 1), label="job")
+    item = jobs[k]
+    mutation = data.draw(st.sampled_from(["drop", "twice", "objective", "end", "horizon", "steal"]))
+    held = [gpu for running in instance.running for gpu in running.gpus]
+    if mutation == "steal" and item.action is Action.START and held:
+        expected = ("gpu-twice", item.id)
+        stolen = data.draw(st.sampled_from(held))
+        jobs[k] = replace(item, gpus=(stolen, *item.gpus[1:]))
+    elif mutation == "drop":
+        expected = ("missing", item.id)
+        del jobs[k]
+    elif mutation == "twice":
+        expected = ("duplicate", item.id)
+        jobs.append(item)
+    elif mutation == "end" and item.end_s is not None:
+        expected = ("end-time", item.id)
+        jobs[k] = replace(item, end_s=item.end_s + data.draw(st.sampled_from([1, -1])))
+    elif mutation == "horizon":
+        bad = decision.with_changes(horizon_s=instance.policy.horizon_s + 1)
+        assert ("horizon", None) in found(check(instance, bad))
+        return
+    else:
+        # The checker allows a relative 1e-6 of float noise.
+        bad = decision.with_changes(objective=decision.objective * 1.001 + 1)
+        assert ("objective", None) in found(check(instance, bad))
+        return
+    assert expected in found(check(instance, _recomputed(instance, decision, jobs)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(instances(min_queue=1), st.data())
+def test_checker_judges_any_gpu_choice_without_raising(
+    instance: Instance, data: st.DataObject
+) -> None:
+    # Started jobs on arbitrary existing GPUs (failed, busy, wrong type, scattered):
+    # the checker must name what is wrong, never raise.
+    everything = [node.gpu_id(i) for node in instance.nodes for i in range(node.gpus)]
+    jobs: list[JobDecision] = []
+    for queued in instance.queue:
+        count = data.draw(st.integers(1, min(queued.gpus + 1, len(everything))))
+        ids = data.draw(st.lists(st.sampled_from(everything), min_size=count, max_size=count))
+        end = data.draw(st.integers(1, 10_000))
+        jobs.append(JobDecision(queued.id, Action.START, gpus=tuple(ids), start_s=0, end_s=end))
+    jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running]
+    decision = Decision(
+        instance.name,
+        "fuzz",
+        Status.FEASIBLE,
+        objective(instance, jobs),
+        0.0,
+        instance.policy.horizon_s,
+        tuple(jobs),
+    )
+    for violation in check(instance, decision):
+        assert violation.kind and violation.message

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision
-from whale_opt.io import decision_from_dict, decision_to_dict, instance_from_dict, instance_to_dict
+from whale_opt.io import (
+    decision_from_dict,
+    decision_to_dict,
+    instance_from_dict,
+    instance_to_dict,
+    read_instance,
+    write_instance,
+)
 from whale_opt.policies import get_policy
 from whale_opt.problem_data import Instance
 from whale_opt.testing import gpu_types, instances, nodes, nvlink_layouts
@@ -63,6 +72,10 @@ def test_every_job_appears_exactly_once(instance: Instance) -> None:
 @given(instances())
 def test_instance_round_trips_through_json(instance: Instance) -> None:
     assert instance_from_dict(_json(instance_to_dict(instance))) == instance
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "instance.json"
+        write_instance(path, instance)
+        assert read_instance(path) == instance
 
 
 @FAST

@@ -274,11 +274,12 @@ def _queued_job(
 ) -> QueuedJob:
     """One queued job of any topology; sometimes unservable, sometimes binding."""
     topology = draw(st.sampled_from(TOPOLOGIES))
-    sizes = sorted({node.gpus for node in cluster})
     present = [node.gpu_type for node in cluster]
-    small = st.sampled_from([1, 2, 4, 8, 3])
-    gang = st.builds(lambda size, k: size * k, st.sampled_from(sizes), st.integers(2, 3))
-    gpus = draw(st.one_of(small, gang) if topology == "nvlink" else small)
+    if topology == "nvlink" and _rarely(draw, 3):
+        # A multi-node gang: whole nodes the size of one in the cluster.
+        gpus = draw(st.sampled_from(cluster)).gpus * draw(st.integers(2, 3))
+    else:
+        gpus = draw(st.sampled_from([1, 2, 4, 8, 3]))
     names = sorted(types)
     allowed: list[str] = []
     if _rarely(draw, 3):

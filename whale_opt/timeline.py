@@ -260,6 +260,16 @@ class ClusterTimeline:
             int(start), duration, job.gpus, quota.gpu_quota, give_up
         )
 
+    def node_fit(self, node: int, start: int, duration: int, gpus: int, job: QueuedJob) -> float:
+        """Earliest t >= start at which ``gpus`` of ``job`` fit on ``node`` and in its quota."""
+        t: float = start
+        while t < INF:
+            t0 = t
+            t = self._quota_fit(job, self._node_fit(node, int(t), duration, gpus, job), duration)
+            if t == t0:
+                return t
+        return INF
+
     def _fit_with_quota(
         self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
     ) -> float:

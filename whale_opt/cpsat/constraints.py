@@ -1,15 +1,23 @@
-"""The CP-SAT constraints of one round, one method per family."""
+"""The CP-SAT constraints of one neighbourhood model, one method per family.
+
+Every family is exact for the checker's rules, so any solution decodes into a
+valid decision: per node, GPU counts, CPU and host memory over time (the
+fixed jobs as fixed intervals); exact NVLink-connected GPU sets for what
+starts now on nodes whose links are not all to all; one GPU type, the gang
+shape and one rack per job; tenant quotas over time.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 
 from ortools.sat.python import cp_model
 
-from whale_opt.cpsat.candidates import RoundData
-from whale_opt.cpsat.variables import Variables
+from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood
+from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.timeline import Profile
-from whale_opt.topology import bits
+from whale_opt.topology import bits, popcount
 
 CPU_SCALE = 1000  # millicores
 MEMORY_SCALE = 1024  # MB
@@ -18,167 +26,208 @@ MEMORY_SCALE = 1024  # MB
 class Constraints:
     """Adds every constraint family to the model, in order."""
 
-    def __init__(self, model: cp_model.CpModel, data: RoundData, variables: Variables) -> None:
+    def __init__(self, model: cp_model.CpModel, hood: Neighbourhood, variables: Variables) -> None:
         self.model = model
-        self.data = data
+        self.hood = hood
         self.vars = variables
 
     def add_constraints(self) -> None:
         """All families, in order."""
-        self._select_one_type()
+        self._select_type_or_defer()
+        self._nodes_of_chosen_type()
+        self._gang_shape()
+        self._one_rack()
         self._deferred_start()
         self._start_now_or_later()
-        self._start_now_choice()
-        self._now_node_capacity()
-        self._now_gpu_exclusive()
-        self._pool_capacity()
+        self._exact_gpus_now()
+        self._node_capacity()
         self._tenant_quotas()
+        self._zone_preference()
 
-    def _select_one_type(self) -> None:
+    def _pairs(self) -> Iterator[tuple[FreeJob, JobVars]]:
+        return zip(self.hood.jobs, self.vars.jobs, strict=True)
+
+    def _select_type_or_defer(self) -> None:
         """Each job runs on exactly one GPU type, or is deferred."""
-        for v in self.vars.jobs:
-            self.model.add_exactly_one([*v.present.values(), v.deferred])
+        for _, v in self._pairs():
+            self.model.add_exactly_one([*v.on_type.values(), v.deferred])
+
+    def _nodes_of_chosen_type(self) -> None:
+        """A job uses only nodes of its chosen type."""
+        instance = self.hood.instance
+        for _, v in self._pairs():
+            for n, lit in v.on_node.items():
+                self.model.add_implication(lit, v.on_type[instance.nodes[n].gpu_type])
+
+    def _gang_shape(self) -> None:
+        """One node, k whole nodes, or GPU counts adding up to the job's size."""
+        instance = self.hood.instance
+        m = self.model
+        for item, v in self._pairs():
+            job = instance.queue[item.position]
+            placed = 1 - v.deferred
+            if item.mode is Mode.SINGLE:
+                m.add(sum(v.on_node.values()) == placed)
+            elif item.mode is Mode.GANG:
+                m.add(sum(v.on_node.values()) == (job.gpus // item.node_size) * placed)
+            else:
+                m.add(sum(v.count.values()) == job.gpus * placed)
+                for n, count in v.count.items():
+                    m.add(count >= 1).only_enforce_if(v.on_node[n])
+                    m.add(count == 0).only_enforce_if(v.on_node[n].Not())
+
+    def _one_rack(self) -> None:
+        """Gangs and rack jobs keep all their nodes in one rack."""
+        instance = self.hood.instance
+        for _, v in self._pairs():
+            if not v.in_rack:
+                continue
+            self.model.add(sum(v.in_rack.values()) == 1 - v.deferred)
+            for n, lit in v.on_node.items():
+                self.model.add_implication(lit, v.in_rack[instance.nodes[n].rack])
 
     def _deferred_start(self) -> None:
-        """A deferred job's start is pinned to 0 (it counts at the horizon)."""
-        for v in self.vars.jobs:
+        """A deferred job's start is pinned to 0 (it is priced at the horizon)."""
+        for _, v in self._pairs():
             self.model.add(v.start == 0).only_enforce_if(v.deferred)
 
     def _start_now_or_later(self) -> None:
         """Now means start 0; a placed job not started now starts at 1 or later."""
-        for v in self.vars.jobs:
+        for _, v in self._pairs():
             self.model.add(v.start == 0).only_enforce_if(v.now)
-            self.model.add(v.start + v.now + v.deferred >= 1)
+            self.model.add(v.start >= 1).only_enforce_if([v.now.Not(), v.deferred.Not()])
             self.model.add_implication(v.now, v.deferred.Not())
 
-    def _start_now_choice(self) -> None:
-        """A job started now takes exactly one start-now choice of its chosen type."""
+    def _exact_gpus_now(self) -> None:
+        """Started now on a partially linked node: one connected free GPU set, none shared."""
         m = self.model
-        for item, v in zip(self.data.jobs, self.vars.jobs, strict=True):
-            choices = [*v.options, *v.gang_racks, *v.spread_groups]
-            m.add(sum(choices) == v.now)
-            for option, lit in zip(item.options, v.options, strict=True):
-                m.add_implication(lit, v.present[option.gpu_type])
-            job = self.data.instance.queue[item.position]
-            for (gpu_type, _, size), rack, nodes in zip(
-                item.gangs, v.gang_racks, v.gang_nodes, strict=True
-            ):
-                m.add_implication(rack, v.present[gpu_type])
-                m.add(sum(nodes.values()) == (job.gpus // size) * rack)
-            for (gpu_type, _), group, counts in zip(
-                item.spread, v.spread_groups, v.spread_counts, strict=True
-            ):
-                m.add_implication(group, v.present[gpu_type])
-                m.add(sum(counts.values()) == job.gpus * group)
-                for count in counts.values():
-                    m.add(count == 0).only_enforce_if(group.Not())
-            if not choices:
-                m.add(v.now == 0)
-
-    def _node_loads(self) -> dict[int, list[tuple[int, float, float, cp_model.LinearExprT]]]:
-        """Per node: (GPUs, CPU per GPU, memory per GPU, amount expression) of every choice."""
-        loads: dict[int, list[tuple[int, float, float, cp_model.LinearExprT]]] = defaultdict(list)
-        for item, v in zip(self.data.jobs, self.vars.jobs, strict=True):
-            job = self.data.instance.queue[item.position]
-            cpu, memory = job.cpu / job.gpus, job.memory_gb / job.gpus
-            for option, lit in zip(item.options, v.options, strict=True):
-                for node, count in zip(option.nodes, option.counts, strict=True):
-                    loads[node].append((count, cpu, memory, lit))
-            for (_, _, size), nodes in zip(item.gangs, v.gang_nodes, strict=True):
-                for node, lit in nodes.items():
-                    loads[node].append((size, cpu, memory, lit))
-            for counts in v.spread_counts:
-                for node, count_var in counts.items():
-                    loads[node].append((1, cpu, memory, count_var))
-        return loads
-
-    def _now_node_capacity(self) -> None:
-        """GPUs, CPU and host memory started now on a node fit what is free there."""
-        timeline = self.data.timeline
-        for node, loads in self._node_loads().items():
-            rec = self.data.instance.nodes[node]
-            free = timeline.free_now[node].bit_count()
-            self.model.add(sum(g * expr for g, _, _, expr in loads) <= free)
-            cpu_room = rec.cpu - timeline.cpu_use[node].level_at(0)
-            if any(c for _, c, _, _ in loads):
-                self.model.add(
-                    sum(round(g * c * CPU_SCALE) * expr for g, c, _, expr in loads)
-                    <= int(cpu_room * CPU_SCALE + 1e-6)
-                )
-            memory_room = rec.memory_gb - timeline.mem_use[node].level_at(0)
-            if any(mem for _, _, mem, _ in loads):
-                self.model.add(
-                    sum(round(g * mem * MEMORY_SCALE) * expr for g, _, mem, expr in loads)
-                    <= int(memory_room * MEMORY_SCALE + 1e-6)
-                )
-
-    def _now_gpu_exclusive(self) -> None:
-        """Exact GPU sets started now never overlap."""
         users: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
-        for item, v in zip(self.data.jobs, self.vars.jobs, strict=True):
-            for option, lit in zip(item.options, v.options, strict=True):
-                for node, mask in zip(option.nodes, option.masks, strict=False):
+        for item, v in self._pairs():
+            job = self.hood.instance.queue[item.position]
+            for n, lit in v.on_node.items():
+                masks = item.now_masks.get(n)
+                if masks is None:
+                    if item.mode is Mode.SINGLE and job.gpus > 1 and job.topology == "nvlink":
+                        topo = self.hood.timeline.topologies[n]
+                        if not topo.clique:  # no connected set free now: not now here
+                            m.add_bool_or([lit.Not(), v.now.Not()])
+                    continue
+                here_now = m.new_bool_var("")
+                m.add_bool_and([lit, v.now]).only_enforce_if(here_now)
+                m.add_bool_or([lit.Not(), v.now.Not()]).only_enforce_if(here_now.Not())
+                m.add(sum(v.mask[n]) == here_now)
+                for mask, mask_lit in zip(masks, v.mask[n], strict=True):
                     for index in bits(mask):
-                        users[(node, index)].append(lit)
+                        users[(n, index)].append(mask_lit)
         for lits in users.values():
             if len(lits) > 1:
-                self.model.add_at_most_one(lits)
+                m.add_at_most_one(lits)
 
-    def _pool_capacity(self) -> None:
-        """Per GPU type, GPUs in use over time never exceed the healthy ones."""
-        instance = self.data.instance
-        running: dict[str, Profile] = defaultdict(Profile)
-        for job in instance.running:
-            per_type: dict[str, int] = defaultdict(int)
-            for gpu in job.gpus:
-                per_type[instance.nodes[instance.parse_gpu(gpu).node].gpu_type] += 1
-            for gpu_type, count in per_type.items():
-                running[gpu_type].add(0, job.remaining_s, count)
-        for gpu_type, capacity in self.data.pools.items():
-            intervals, demands = self._fixed(running[gpu_type], capacity)
-            for item, v in zip(self.data.jobs, self.vars.jobs, strict=True):
-                if gpu_type in v.interval:
-                    intervals.append(v.interval[gpu_type])
-                    demands.append(instance.queue[item.position].gpus)
-            if intervals:
-                self.model.add_cumulative(intervals, demands, capacity)
+    def _node_capacity(self) -> None:
+        """Per node, GPUs, CPU and host memory over time stay within its capacity."""
+        instance = self.hood.instance
+        timeline = self.hood.timeline
+        gpu_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
+            list
+        )
+        cpu_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
+            list
+        )
+        mem_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
+            list
+        )
+        for item, v in self._pairs():
+            job = instance.queue[item.position]
+            for n, interval in v.interval.items():
+                gpus: cp_model.LinearExprT
+                cpu: cp_model.LinearExprT
+                mem: cp_model.LinearExprT
+                if item.mode is Mode.SPREAD:
+                    gpus = v.count[n]
+                    cpu = v.count[n] * _per_gpu(job.cpu, job.gpus, CPU_SCALE)
+                    mem = v.count[n] * _per_gpu(job.memory_gb, job.gpus, MEMORY_SCALE)
+                else:
+                    share = item.node_size if item.mode is Mode.GANG else job.gpus
+                    gpus = share
+                    cpu = _ceil(job.cpu * share / job.gpus * CPU_SCALE)
+                    mem = _ceil(job.memory_gb * share / job.gpus * MEMORY_SCALE)
+                gpu_use[n].append((interval, gpus))
+                if job.cpu:
+                    cpu_use[n].append((interval, cpu))
+                if job.memory_gb:
+                    mem_use[n].append((interval, mem))
+        for n, uses in gpu_use.items():
+            rec = instance.nodes[n]
+            self._cumulative(timeline.gpu_use[n], 1, popcount(timeline.topologies[n].healthy), uses)
+            if cpu_use[n]:
+                self._cumulative(
+                    timeline.cpu_use[n], CPU_SCALE, int(rec.cpu * CPU_SCALE), cpu_use[n]
+                )
+            if mem_use[n]:
+                self._cumulative(
+                    timeline.mem_use[n], MEMORY_SCALE, int(rec.memory_gb * MEMORY_SCALE), mem_use[n]
+                )
 
-    def _fixed(self, profile: Profile, cap: int) -> tuple[list[cp_model.IntervalVar], list[int]]:
-        """Fixed intervals reproducing ``profile`` (capped at ``cap``)."""
-        intervals: list[cp_model.IntervalVar] = []
-        demands: list[int] = []
-        times = profile.times
-        for k, level in enumerate(profile.levels):
-            amount = int(min(level, cap))
-            if amount <= 0 or k + 1 >= len(times):
+    def _cumulative(
+        self,
+        fixed: Profile,
+        scale: int,
+        capacity: int,
+        uses: list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]],
+    ) -> None:
+        """A cumulative of ``uses`` on top of the fixed usage ``fixed`` (scaled, capped)."""
+        intervals = [interval for interval, _ in uses]
+        demands = [demand for _, demand in uses]
+        times, levels = fixed.times, fixed.levels
+        for k, level in enumerate(levels):
+            amount = min(capacity, _ceil(level * scale - 1e-6))
+            if amount <= 0:
                 continue
-            intervals.append(
-                self.model.new_fixed_size_interval_var(times[k], times[k + 1] - times[k], "")
-            )
+            end = times[k + 1] if k + 1 < len(times) else self._far()
+            intervals.append(self.model.new_fixed_size_interval_var(times[k], end - times[k], ""))
             demands.append(amount)
-        return intervals, demands
+        self.model.add_cumulative(intervals, demands, capacity)
+
+    def _far(self) -> int:
+        horizon = self.hood.instance.policy.horizon_s
+        longest = max((max(item.durations.values()) for item in self.hood.jobs), default=0)
+        return horizon + longest + 1
 
     def _tenant_quotas(self) -> None:
-        """A tenant's GPUs in use over time stay within its quota."""
-        instance = self.data.instance
+        """A tenant's GPUs over time stay within its quota (over-quota running jobs may stay,
+        but then nothing new of the tenant runs)."""
+        instance = self.hood.instance
         for name, tenant in instance.tenants.items():
             if tenant.gpu_quota is None:
                 continue
-            mine = [
-                (item, v)
-                for item, v in zip(self.data.jobs, self.vars.jobs, strict=True)
-                if instance.queue[item.position].tenant == name
-            ]
-            if not mine:
+            uses: list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]] = []
+            for item, v in self._pairs():
+                job = instance.queue[item.position]
+                if job.tenant != name:
+                    continue
+                for n, interval in v.interval.items():
+                    if item.mode is Mode.SPREAD:
+                        uses.append((interval, v.count[n]))
+                    else:
+                        uses.append((interval, item.node_size or job.gpus))
+            if uses:
+                self._cumulative(self.hood.timeline.tenant_profile(name), 1, tenant.gpu_quota, uses)
+
+    def _zone_preference(self) -> None:
+        """``outside`` is set when any chosen node lies outside the preferred zone."""
+        instance = self.hood.instance
+        for item, v in self._pairs():
+            if v.outside is None:
                 continue
-            held = Profile()
-            for job in instance.running:
-                if job.tenant == name:
-                    held.add(0, job.remaining_s, len(job.gpus))
-            # Running jobs over quota may stay, but then nothing new of the tenant runs.
-            intervals, demands = self._fixed(held, tenant.gpu_quota)
-            for item, v in mine:
-                for interval in v.interval.values():
-                    intervals.append(interval)
-                    demands.append(instance.queue[item.position].gpus)
-            self.model.add_cumulative(intervals, demands, tenant.gpu_quota)
+            zone = instance.queue[item.position].zone
+            for n, lit in v.on_node.items():
+                if instance.nodes[n].zone != zone:
+                    self.model.add_implication(lit, v.outside)
+
+
+def _ceil(value: float) -> int:
+    return int(-(-value // 1))
+
+
+def _per_gpu(total: float, gpus: int, scale: int) -> int:
+    return _ceil(total / gpus * scale)

@@ -1,15 +1,26 @@
-"""The CP-SAT round solver: greedy hint, exact now, pooled future, best of both.
+"""The CP-SAT round solver: greedy first, then exact large neighbourhood search.
 
-``CpSatPolicy.decide`` runs the WSPT greedy, builds the model (variables,
-constraints, objective), hints it with the greedy's schedule, solves under a
-watchdog that stops the search at the time limit, decodes (starts from the
-model; the rest list-scheduled in the model's start order) and returns the
-better of the decoded and the greedy decisions, with an honest bound.
+``CpSatPolicy.decide``:
+
+1. The WSPT greedy gives a complete decision (the hint and the fallback).
+2. A local search over list-scheduling orders improves it cheaply.
+3. CP-SAT large neighbourhood search: repeatedly free a few jobs (those
+   starting now, a window of planned starts, one GPU type, ...), fix every
+   other job, and solve the freed jobs *exactly* (per-node GPU / CPU /
+   memory cumulatives over time, exact NVLink sets for what starts now,
+   gangs, racks, quotas, zones) with the incumbent as a complete hint. Every
+   solution decodes into a valid decision; improvements are kept.
+
+The time limit is a hard wall: each CP-SAT call gets what is left, and a
+watchdog stops a search that overshoots. The status is ``optimal`` when the
+objective meets the proven lower bound, ``feasible`` when the greedy was
+improved, ``greedy-fallback`` otherwise.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import tomllib
@@ -20,39 +31,53 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from whale_opt.bounds import lower_bound
-from whale_opt.cpsat.candidates import RoundData, build_round
+from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, free_job
 from whale_opt.cpsat.constraints import Constraints
-from whale_opt.cpsat.decode import best_decode, extract
-from whale_opt.cpsat.objective import WEIGHT_SCALE, Objective
-from whale_opt.cpsat.variables import Variables
+from whale_opt.cpsat.objective import Objective
+from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies.base import assemble, list_schedule
-from whale_opt.policies.search import decision_order, improve
+from whale_opt.policies.base import (
+    assemble,
+    complete,
+    deferral_reason,
+    list_schedule,
+    to_job_decision,
+    to_placement,
+)
+from whale_opt.policies.search import improve
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
+from whale_opt.timeline import ClusterTimeline, Placement
+from whale_opt.topology import NodeTopology, choose_gpus, node_topologies
 
 log = logging.getLogger("whale_opt")
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "solvers"
-DEFAULT_PARAMETERS: dict[str, Any] = {
-    "num_workers": 2,
-    "cp_model_probing_level": 0,
-    "symmetry_level": 1,
-}
+DEFAULT_PARAMETERS: dict[str, Any] = {"num_workers": 1, "cp_model_probing_level": 0}
 
 
 @dataclass(frozen=True)
 class Preset:
     """A named configuration: CP-SAT parameters and how the round spends its time.
 
-    ``cpsat_share`` is the fraction of the time left after the greedy that
-    CP-SAT gets; the rest goes to the list-order local search (0: search
-    only, 1: CP-SAT only).
+    ``search_share``: fraction of the time after the greedy given to the
+    order search (the rest goes to CP-SAT LNS); ``hood_size``: jobs freed
+    per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
+    candidate nodes per freed job; ``deterministic``: fixed move and round
+    counts and CP-SAT deterministic time, so reruns are identical
+    (``search_moves``, ``lns_rounds``, ``lns_deterministic_s``).
     """
 
     name: str
     parameters: dict[str, Any]
-    cpsat_share: float = 0.5
+    search_share: float = 0.3
+    hood_size: int = 24
+    nodes_per_job: int = 6
+    deterministic: bool = False
+    search_moves: int = 200
+    lns_rounds: int = 20
+    lns_deterministic_s: float = 0.2
+    round_limit_s: float = 0.5
 
 
 def load_preset(name: str | None) -> Preset:
@@ -66,42 +91,28 @@ def load_preset(name: str | None) -> Preset:
         raise ValueError(f"unknown preset {name!r}; choose from {', '.join(known)}")
     with path.open("rb") as stream:
         loaded = tomllib.load(stream)
-    share = float(loaded.get("round", {}).get("cpsat_share", 0.5))
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"{path}: round.cpsat_share must be in 0..1, got {share}")
-    return Preset(name, {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}, share)
+    knobs = loaded.get("round", {})
+    unknown = set(knobs) - (set(Preset.__dataclass_fields__) - {"name", "parameters"})
+    if unknown:
+        raise ValueError(f"{path}: unknown [round] keys {sorted(unknown)}")
+    return Preset(name, {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}, **knobs)
 
 
 @dataclass
 class SolveStats:
-    """What the last solve did (for benchmarks and logs)."""
+    """What the last round did (for benchmarks and logs)."""
 
-    build_s: float = 0.0
-    solve_s: float = 0.0
-    first_solution_s: float | None = None
-    cpsat_status: str = ""
-    model_objective: float | None = None
-    model_bound: float | None = None
-    exact: bool = False
-    improved: bool = False
     greedy_value: float = 0.0
-    cpsat_value: float | None = None
-    sizes: dict[str, int] = field(default_factory=dict)
-
-
-class _FirstSolution(cp_model.CpSolverSolutionCallback):
-    def __init__(self, started: float) -> None:
-        super().__init__()
-        self.started = started
-        self.first: float | None = None
-
-    def on_solution_callback(self) -> None:
-        if self.first is None:
-            self.first = time.perf_counter() - self.started
+    greedy_s: float = 0.0
+    search_value: float | None = None
+    lns_rounds: int = 0
+    lns_improvements: int = 0
+    lns_optimal: int = 0
+    sizes: list[int] = field(default_factory=list)
 
 
 class CpSatPolicy:
-    """Exact CP-SAT round model, never worse than the greedy."""
+    """Greedy, order search and exact CP-SAT neighbourhoods; never worse than the greedy."""
 
     name = "cpsat"
 
@@ -111,142 +122,283 @@ class CpSatPolicy:
         self.stats = SolveStats()
 
     def decide(self, instance: Instance) -> Decision:
-        """The round's decision: the best of the greedy, CP-SAT and the order search."""
+        """The round's decision (see the module docstring)."""
         started = time.perf_counter()
-        deadline = started + instance.policy.time_limit_s
+        limit = instance.policy.time_limit_s
+        deadline = started + limit - min(0.05, 0.03 * limit)  # room to assemble
         greedy_order = wspt_order(instance)
-        greedy_jobs = list_schedule(instance, greedy_order)
-        greedy_value = objective(instance, greedy_jobs)
+        jobs = list_schedule(instance, greedy_order)
+        value = objective(instance, jobs)
+        self.stats = SolveStats(greedy_value=value, greedy_s=time.perf_counter() - started)
         bound = lower_bound(instance)
-        self.stats = SolveStats(greedy_value=greedy_value)
-        jobs, value = greedy_jobs, greedy_value
-        orders = [greedy_order]
-        spare = deadline - time.perf_counter()
-        if instance.queue and spare > 0.05 * instance.policy.time_limit_s:
-            found = self._solve(
-                instance, greedy_jobs, time.perf_counter() + spare * self.preset.cpsat_share
+        preset = self.preset
+        if instance.queue and bound < value - 1e-9:
+            spare = deadline - time.perf_counter()
+            stop = time.perf_counter() + spare * preset.search_share
+            moves = preset.search_moves if preset.deterministic else None
+            found, found_value = improve(
+                instance, [greedy_order], stop, instance.policy.seed, moves
             )
-            if found is not None:
-                model_jobs, model_bound = found
-                if model_bound is not None:
-                    bound = max(bound, model_bound)
-                self.stats.cpsat_value = objective(instance, model_jobs)
-                orders.append(decision_order(model_jobs, instance))
-                if self.stats.cpsat_value < value:
-                    jobs, value = model_jobs, self.stats.cpsat_value
-            if bound < value - 1e-9 and self.preset.cpsat_share < 1.0:
-                # Keep ~3% of the limit for assembling the decision.
-                stop = deadline - 0.03 * instance.policy.time_limit_s
-                found_jobs, found_value = improve(instance, orders, stop, instance.policy.seed)
-                if found_value < value:
-                    jobs, value = found_jobs, found_value
-        self.stats.improved = value < greedy_value - 1e-9
+            self.stats.search_value = found_value
+            if found_value < value:
+                jobs, value = found, found_value
+            if bound < value - 1e-9:
+                jobs, value = self._lns(instance, jobs, value, bound, deadline)
+        improved = value < self.stats.greedy_value - 1e-9
         if (value - bound) / max(value, 1.0) <= 1e-9:
             status = Status.OPTIMAL
-        elif self.stats.improved:
+        elif improved:
             status = Status.FEASIBLE
         else:
             status = Status.GREEDY_FALLBACK
         return assemble(instance, self.name, jobs, status, bound, started)
 
-    def _solve(
-        self, instance: Instance, greedy_jobs: list[JobDecision], deadline: float
-    ) -> tuple[list[JobDecision], float | None] | None:
-        """CP-SAT until ``deadline``: its decoded decision and, if valid, its bound."""
-        started = time.perf_counter()
-        greedy = {item.id: item for item in greedy_jobs}
-        data = build_round(instance, greedy)
-        model = cp_model.CpModel()
-        variables = Variables(model, data)
-        Constraints(model, data, variables).add_constraints()
-        goal = Objective(model, data, variables)
-        goal.add_objective()
-        _hint(model, data, variables, greedy)
-        self.stats.build_s = time.perf_counter() - started
-        self.stats.exact = data.exact
-        self.stats.sizes = {
-            "jobs": len(data.jobs),
-            "options": sum(len(item.options) for item in data.jobs),
-            "variables": len(model.proto.variables),
-            "constraints": len(model.proto.constraints),
-        }
-        # Keep a margin for decoding: about 3 decodes of the greedy's cost.
-        budget = deadline - time.perf_counter() - 0.002 * len(data.jobs)
-        if budget <= 0.05:
-            return None
-        solver = cp_model.CpSolver()
-        for key, value in self.parameters.items():
-            setattr(solver.parameters, key, value)
-        solver.parameters.max_time_in_seconds = budget
-        solver.parameters.random_seed = instance.policy.seed
-        callback = _FirstSolution(started)
-        # CP-SAT can overshoot its own limit: a watchdog stops the search.
-        watchdog = threading.Timer(budget * 1.02, solver.stop_search)
-        watchdog.start()
-        try:
-            status = solver.solve(model, callback)
-        finally:
-            watchdog.cancel()
-        self.stats.solve_s = solver.wall_time
-        self.stats.first_solution_s = callback.first
-        self.stats.cpsat_status = solver.status_name(status)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None
-        constant = goal.constant()
-        self.stats.model_objective = solver.objective_value / WEIGHT_SCALE + constant
-        bound = None
-        if data.exact and _integral_weights(instance):
-            # The model is a relaxation (exact now, pooled future): its bound holds.
-            bound = solver.best_objective_bound / WEIGHT_SCALE + constant
-            self.stats.model_bound = bound
-        return best_decode(data, extract(data, variables, solver)), bound
+    def _lns(
+        self,
+        instance: Instance,
+        jobs: list[JobDecision],
+        value: float,
+        bound: float,
+        deadline: float,
+    ) -> tuple[list[JobDecision], float]:
+        """CP-SAT large neighbourhood search from ``jobs`` until ``deadline``."""
+        preset = self.preset
+        rng = random.Random(instance.policy.seed)
+        topologies = node_topologies(instance)
+        size = preset.hood_size
+        rounds = 0
+        while time.perf_counter() < deadline - 0.02 and bound < value - 1e-9:
+            if preset.deterministic and rounds >= preset.lns_rounds:
+                break
+            incumbent = {
+                instance.queue_position(item.id): item
+                for item in jobs
+                if item.action in (Action.START, Action.PLANNED, Action.DEFERRED)
+            }
+            free = choose_neighbourhood(instance, incumbent, rng, size, rounds)
+            hood = make_neighbourhood(instance, incumbent, free, topologies, preset.nodes_per_job)
+            result = solve_neighbourhood(hood, self.parameters, deadline, preset, rounds)
+            rounds += 1
+            self.stats.lns_rounds = rounds
+            self.stats.sizes.append(len(hood.jobs))
+            if result is None:
+                size = max(4, size * 3 // 4)
+                continue
+            decided, proved = result
+            if proved:
+                self.stats.lns_optimal += 1
+                size = min(len(instance.queue), size + 4)
+            merged = complete(instance, {**incumbent, **decided})
+            merged_value = objective(instance, merged)
+            if merged_value < value - 1e-9:
+                jobs, value = merged, merged_value
+                self.stats.lns_improvements += 1
+        return jobs, value
 
 
-def _integral_weights(instance: Instance) -> bool:
-    return all(
-        abs(job.weight * WEIGHT_SCALE - round(job.weight * WEIGHT_SCALE)) < 1e-9
-        for job in instance.queue
-    )
+STRATEGIES = ("now", "window", "type", "heavy")
 
 
-def _hint(
-    model: cp_model.CpModel, data: RoundData, variables: Variables, greedy: dict[str, JobDecision]
-) -> None:
-    """The greedy's schedule as a (complete where it maps) solution hint."""
-    instance = data.instance
-    for item, v in zip(data.jobs, variables.jobs, strict=True):
-        decided = greedy[instance.queue[item.position].id]
-        deferred = decided.action is Action.DEFERRED
-        now = decided.action is Action.START
-        model.add_hint(v.deferred, deferred)
-        model.add_hint(v.now, now)
-        model.add_hint(v.start, 0 if deferred or now else decided.start_s or 0)
-        gpu_type = None
-        nodes: tuple[str, ...] = ()
-        if now:
-            nodes = tuple(dict.fromkeys(g.rpartition("/")[0] for g in decided.gpus))
-        elif decided.action is Action.PLANNED:
-            nodes = decided.nodes
-        if nodes:
-            gpu_type = instance.nodes[instance.node_index[nodes[0]]].gpu_type
-        for name, present in v.present.items():
-            model.add_hint(present, name == gpu_type)
-        chosen = _greedy_option(data, item.position, decided) if now else None
-        for o, lit in enumerate(v.options):
-            model.add_hint(lit, o == chosen)
+def choose_neighbourhood(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    rng: random.Random,
+    size: int,
+    round_no: int,
+) -> set[int]:
+    """Which queued jobs to free this round, by a strategy that rotates."""
+    strategy = STRATEGIES[round_no % len(STRATEGIES)]
+    positions = list(incumbent)
+    if len(positions) <= size:
+        return set(positions)
+
+    def start(k: int) -> float:
+        item = incumbent[k]
+        return float("inf") if item.start_s is None else float(item.start_s)
+
+    if strategy == "now":
+        ranked = sorted(positions, key=lambda k: (start(k), rng.random()))
+    elif strategy == "window":
+        pivot = start(rng.choice(positions))
+        ranked = sorted(positions, key=lambda k: (abs(start(k) - pivot), rng.random()))
+    elif strategy == "type":
+        gpu_type = rng.choice(sorted(instance.gpu_types))
+        pivot = start(rng.choice(positions))
+        ranked = sorted(
+            positions,
+            key=lambda k: (
+                gpu_type not in instance.eligible_types[k],
+                abs(start(k) - pivot),
+                rng.random(),
+            ),
+        )
+    else:
+        ranked = sorted(
+            positions,
+            key=lambda k: -instance.queue[k].weight * min(start(k), 1e12) * rng.random(),
+        )
+    return set(ranked[:size])
 
 
-def _greedy_option(data: RoundData, position: int, decided: JobDecision) -> int | None:
-    instance = data.instance
-    item = next(it for it in data.jobs if it.position == position)
-    masks: dict[int, int] = {}
-    for gpu in decided.gpus:
-        ref = instance.parse_gpu(gpu)
-        masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
-    for o, option in enumerate(item.options):
-        if set(option.nodes) == set(masks) and (
-            not option.masks
-            or all(masks[n] == m for n, m in zip(option.nodes, option.masks, strict=True))
-        ):
-            return o
-    return None
+def make_neighbourhood(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    free: set[int],
+    topologies: tuple[NodeTopology, ...],
+    nodes_per_job: int,
+) -> Neighbourhood:
+    """Fix every job not in ``free`` on a timeline; list the freed jobs' choices."""
+    timeline = ClusterTimeline(instance, topologies)
+    for position, item in incumbent.items():
+        if position in free:
+            continue
+        placement = to_placement(instance, position, item)
+        if placement is not None:
+            timeline.commit(position, placement)
+    jobs: list[FreeJob] = []
+    for position in sorted(free):
+        choice = free_job(
+            instance,
+            timeline,
+            position,
+            to_placement(instance, position, incumbent[position]),
+            nodes_per_job,
+        )
+        if choice is not None:
+            jobs.append(choice)
+    return Neighbourhood(instance, timeline, jobs, incumbent)
+
+
+def solve_neighbourhood(
+    hood: Neighbourhood,
+    parameters: dict[str, Any],
+    deadline: float,
+    preset: Preset,
+    round_no: int,
+) -> tuple[dict[int, JobDecision], bool] | None:
+    """Solve the freed jobs exactly; their new decisions and whether proven optimal."""
+    if not hood.jobs:
+        return None
+    model = cp_model.CpModel()
+    variables = Variables(model, hood)
+    Constraints(model, hood, variables).add_constraints()
+    Objective(model, hood, variables).add_objective()
+    _hint(model, hood, variables)
+    budget = min(deadline - time.perf_counter(), preset.round_limit_s)
+    if budget <= 0.01:
+        return None
+    solver = cp_model.CpSolver()
+    for key, value in parameters.items():
+        setattr(solver.parameters, key, value)
+    solver.parameters.max_time_in_seconds = budget
+    solver.parameters.random_seed = hood.instance.policy.seed + round_no
+    if preset.deterministic:
+        solver.parameters.max_deterministic_time = preset.lns_deterministic_s
+    # CP-SAT can overshoot its own limit: a watchdog stops the search.
+    watchdog = threading.Timer(budget + 0.01, solver.stop_search)
+    watchdog.start()
+    try:
+        status = solver.solve(model)
+    finally:
+        watchdog.cancel()
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return _decode(hood, variables, solver), status == cp_model.OPTIMAL
+
+
+def _hint(model: cp_model.CpModel, hood: Neighbourhood, variables: Variables) -> None:
+    """The incumbent placement of every freed job, as a complete hint."""
+    instance = hood.instance
+    for item, v in zip(hood.jobs, variables.jobs, strict=True):
+        decided = hood.incumbent[item.position]
+        placement = to_placement(instance, item.position, decided)
+        model.add_hint(v.deferred, placement is None)
+        model.add_hint(v.now, placement is not None and placement.start == 0)
+        model.add_hint(v.start, 0 if placement is None else placement.start)
+        gpu_type = None if placement is None else placement.gpu_type
+        for name, lit in v.on_type.items():
+            model.add_hint(lit, name == gpu_type)
+        used = (
+            {} if placement is None else dict(zip(placement.nodes, placement.counts, strict=True))
+        )
+        for n, lit in v.on_node.items():
+            model.add_hint(lit, n in used)
+            if n in v.count:
+                model.add_hint(v.count[n], used.get(n, 0))
+        racks = {instance.nodes[n].rack for n in used}
+        for rack, lit in v.in_rack.items():
+            model.add_hint(lit, rack in racks)
+        masks = (
+            {} if placement is None else dict(zip(placement.nodes, placement.masks, strict=False))
+        )
+        for n, lits in v.mask.items():
+            for mask, lit in zip(item.now_masks[n], lits, strict=True):
+                model.add_hint(lit, masks.get(n) == mask)
+        if v.outside is not None:
+            zone = instance.queue[item.position].zone
+            model.add_hint(v.outside, any(instance.nodes[n].zone != zone for n in used))
+
+
+def _decode(
+    hood: Neighbourhood, variables: Variables, solver: cp_model.CpSolver
+) -> dict[int, JobDecision]:
+    """The freed jobs' decisions: exact GPU sets for starts, nodes for plans."""
+    instance = hood.instance
+    timeline = hood.timeline
+    chosen: list[tuple[FreeJob, JobVars, Placement]] = []
+    decided: dict[int, JobDecision] = {}
+    for item, v in zip(hood.jobs, variables.jobs, strict=True):
+        if solver.boolean_value(v.deferred):
+            continue
+        gpu_type = next(p for p, lit in v.on_type.items() if solver.boolean_value(lit))
+        nodes = tuple(n for n, lit in v.on_node.items() if solver.boolean_value(lit))
+        if item.mode is Mode.SPREAD:
+            counts = tuple(solver.value(v.count[n]) for n in nodes)
+        elif item.mode is Mode.GANG:
+            counts = (item.node_size,) * len(nodes)
+        else:
+            counts = (instance.queue[item.position].gpus,)
+        start = solver.value(v.start)
+        duration = item.durations[gpu_type]
+        chosen.append((item, v, Placement(start, start + duration, gpu_type, nodes, counts)))
+    # Exact sets the model fixed go first; count-only starts take what is left.
+    chosen.sort(key=lambda entry: (not entry[1].mask, -sum(entry[2].counts)))
+    for item, v, placement in chosen:
+        if placement.start == 0:
+            masks = []
+            for n, count in zip(placement.nodes, placement.counts, strict=True):
+                fixed = [
+                    mask
+                    for mask, lit in zip(item.now_masks.get(n, []), v.mask.get(n, []), strict=True)
+                    if solver.boolean_value(lit)
+                ]
+                if fixed:
+                    masks.append(fixed[0])
+                    continue
+                nvlink = (
+                    item.mode is Mode.SINGLE
+                    and count > 1
+                    and (instance.queue[item.position].topology == "nvlink")
+                )
+                mask = choose_gpus(timeline.topologies[n], timeline.free_now[n], count, nvlink)
+                if mask is None:
+                    raise RuntimeError(f"model start of job {item.position} has no free GPUs")
+                masks.append(mask)
+            placement = Placement(
+                0,
+                placement.end,
+                placement.gpu_type,
+                placement.nodes,
+                placement.counts,
+                tuple(masks),
+            )
+        timeline.commit(item.position, placement)
+        decided[item.position] = to_job_decision(instance, item.position, placement)
+    for item in hood.jobs:
+        if item.position not in decided:
+            decided[item.position] = JobDecision(
+                instance.queue[item.position].id,
+                Action.DEFERRED,
+                reason=deferral_reason(instance, item.position, timeline),
+            )
+    return decided

@@ -1,10 +1,10 @@
-"""The CP-SAT objective: weighted completion, deferral and zone penalties."""
+"""The CP-SAT objective of a neighbourhood: the decision@1 objective of its jobs."""
 
 from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from whale_opt.cpsat.candidates import RoundData
+from whale_opt.cpsat.candidates import Neighbourhood
 from whale_opt.cpsat.variables import Variables
 
 WEIGHT_SCALE = 1000  # weights are floats; the model needs integers
@@ -16,38 +16,24 @@ def scaled(weight: float) -> int:
 
 
 class Objective:
-    """Builds the objective expression (in weight units x WEIGHT_SCALE)."""
+    """Weighted completion + deferral at the horizon + zone penalties, exactly."""
 
-    def __init__(self, model: cp_model.CpModel, data: RoundData, variables: Variables) -> None:
+    def __init__(self, model: cp_model.CpModel, hood: Neighbourhood, variables: Variables) -> None:
         self.model = model
-        self.data = data
+        self.hood = hood
         self.vars = variables
 
     def add_objective(self) -> None:
-        """Minimise the decision@1 objective as the model sees it.
-
-        The future zone penalty is unknown to the pooled model (no nodes yet),
-        so it is left out: the model's value never exceeds the decoded one.
-        """
-        instance = self.data.instance
+        """Minimise the freed jobs' share of the decision@1 objective."""
+        instance = self.hood.instance
         terms: list[cp_model.LinearExprT] = []
-        for item, v in zip(self.data.jobs, self.vars.jobs, strict=True):
-            weight = scaled(instance.queue[item.position].weight)
+        for item, v in zip(self.hood.jobs, self.vars.jobs, strict=True):
+            job = instance.queue[item.position]
+            weight = scaled(job.weight)
             terms.append(weight * v.start)
-            for gpu_type, present in v.present.items():
-                terms.append(weight * item.durations[gpu_type] * present)
+            for gpu_type, lit in v.on_type.items():
+                terms.append(weight * item.durations[gpu_type] * lit)
             terms.append(weight * instance.deferred_cost_end(item.position) * v.deferred)
-            for option, lit in zip(item.options, v.options, strict=True):
-                if option.penalty:
-                    terms.append(round(option.penalty * WEIGHT_SCALE) * lit)
+            if v.outside is not None:
+                terms.append(scaled(job.weight * instance.policy.zone_penalty_s) * v.outside)
         self.model.minimize(sum(terms))
-
-    def constant(self) -> float:
-        """Objective of jobs outside the model (never servable: always deferred)."""
-        instance = self.data.instance
-        inside = {item.position for item in self.data.jobs}
-        return sum(
-            job.weight * instance.deferred_cost_end(k)
-            for k, job in enumerate(instance.queue)
-            if k not in inside
-        )

@@ -1,4 +1,4 @@
-"""The CP-SAT variables of one round."""
+"""The CP-SAT variables of one neighbourhood model."""
 
 from __future__ import annotations
 
@@ -6,67 +6,64 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from whale_opt.cpsat.candidates import RoundData
+from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood
 
 
 @dataclass
 class JobVars:
-    """One job's variables.
+    """One freed job's variables.
 
-    ``start`` (0 = now), ``present[type]`` and the optional ``interval[type]``
-    in that type's pool, ``deferred``, ``now``; the start-now choices:
-    ``options`` (single node), ``gang_racks`` with ``gang_nodes`` (whole nodes)
-    and ``spread_groups`` with ``spread_counts`` (GPUs per node).
+    ``start`` (0 = now), ``deferred``, ``now``; ``on_type[type]``; per
+    candidate node ``on_node[n]`` with its optional ``interval[n]`` and, for
+    spread jobs, the GPU ``count[n]``; ``in_rack[rack]`` for jobs held to one
+    rack; ``mask[n]`` literals for exact GPU sets started now; ``outside``
+    when any chosen node is outside the preferred zone.
     """
 
     start: cp_model.IntVar
     deferred: cp_model.IntVar
     now: cp_model.IntVar
-    present: dict[str, cp_model.IntVar] = field(default_factory=dict)
-    interval: dict[str, cp_model.IntervalVar] = field(default_factory=dict)
-    options: list[cp_model.IntVar] = field(default_factory=list)
-    gang_racks: list[cp_model.IntVar] = field(default_factory=list)
-    gang_nodes: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
-    spread_groups: list[cp_model.IntVar] = field(default_factory=list)
-    spread_counts: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
+    on_type: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    on_node: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    interval: dict[int, cp_model.IntervalVar] = field(default_factory=dict)
+    count: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    in_rack: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    mask: dict[int, list[cp_model.IntVar]] = field(default_factory=dict)
+    outside: cp_model.IntVar | None = None
 
 
 class Variables:
-    """Creates and holds every variable of the round model."""
+    """Creates and holds every variable of the neighbourhood model."""
 
-    def __init__(self, model: cp_model.CpModel, data: RoundData) -> None:
+    def __init__(self, model: cp_model.CpModel, hood: Neighbourhood) -> None:
         self.model = model
-        self.data = data
-        self.jobs: list[JobVars] = [self._job_vars(k) for k in range(len(data.jobs))]
+        self.hood = hood
+        self.jobs: list[JobVars] = [self._job_vars(item) for item in hood.jobs]
 
-    def _job_vars(self, k: int) -> JobVars:
-        item = self.data.jobs[k]
-        job = self.data.instance.queue[item.position]
-        horizon = self.data.instance.policy.horizon_s
+    def _job_vars(self, item: FreeJob) -> JobVars:
+        instance = self.hood.instance
+        job = instance.queue[item.position]
         m = self.model
         tag = f"j{item.position}"
-        start = m.new_int_var(0, horizon, f"start_{tag}")
-        v = JobVars(start, m.new_bool_var(f"deferred_{tag}"), m.new_bool_var(f"now_{tag}"))
-        for gpu_type, duration in item.durations.items():
-            present = m.new_bool_var(f"on_{tag}_{gpu_type}")
-            v.present[gpu_type] = present
-            v.interval[gpu_type] = m.new_optional_fixed_size_interval_var(
-                start, duration, present, f"run_{tag}_{gpu_type}"
+        v = JobVars(
+            m.new_int_var(0, instance.policy.horizon_s, f"start_{tag}"),
+            m.new_bool_var(f"deferred_{tag}"),
+            m.new_bool_var(f"now_{tag}"),
+        )
+        v.on_type = {p: m.new_bool_var(f"type_{tag}_{p}") for p in item.durations}
+        for n in item.nodes:
+            node = instance.nodes[n]
+            v.on_node[n] = m.new_bool_var(f"node_{tag}_{n}")
+            v.interval[n] = m.new_optional_fixed_size_interval_var(
+                v.start, item.durations[node.gpu_type], v.on_node[n], f"run_{tag}_{n}"
             )
-        v.options = [m.new_bool_var(f"opt_{tag}_{o}") for o in range(len(item.options))]
-        for g, (_, nodes, _size) in enumerate(item.gangs):
-            v.gang_racks.append(m.new_bool_var(f"gang_{tag}_{g}"))
-            v.gang_nodes.append({n: m.new_bool_var(f"gang_{tag}_{g}_{n}") for n in nodes})
-        for s, (_, nodes) in enumerate(item.spread):
-            v.spread_groups.append(m.new_bool_var(f"spread_{tag}_{s}"))
-            v.spread_counts.append(
-                {
-                    n: m.new_int_var(0, min(job.gpus, _free(self.data, n)), f"spread_{tag}_{s}_{n}")
-                    for n in nodes
-                }
-            )
+            if item.mode is Mode.SPREAD:
+                v.count[n] = m.new_int_var(0, min(job.gpus, node.gpus), f"count_{tag}_{n}")
+        if item.mode is Mode.GANG or (item.mode is Mode.SPREAD and job.topology == "rack"):
+            for rack in sorted({instance.nodes[n].rack for n in item.nodes}):
+                v.in_rack[rack] = m.new_bool_var(f"rack_{tag}_{rack}")
+        for n, masks in item.now_masks.items():
+            v.mask[n] = [m.new_bool_var(f"mask_{tag}_{n}_{k}") for k in range(len(masks))]
+        if job.zone is not None and any(instance.nodes[n].zone != job.zone for n in item.nodes):
+            v.outside = m.new_bool_var(f"outside_{tag}")
         return v
-
-
-def _free(data: RoundData, node: int) -> int:
-    return data.timeline.free_now[node].bit_count()

@@ -40,6 +40,24 @@ def to_job_decision(instance: Instance, position: int, placement: Placement) -> 
     )
 
 
+def to_placement(instance: Instance, position: int, item: JobDecision) -> Placement | None:
+    """The placement a start or planned decision describes (None when deferred)."""
+    if item.action is Action.START:
+        masks: dict[int, int] = {}
+        for gpu in item.gpus:
+            ref = instance.parse_gpu(gpu)
+            masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
+        nodes = tuple(masks)
+        gpu_type = instance.nodes[nodes[0]].gpu_type
+        counts = tuple(m.bit_count() for m in masks.values())
+        return Placement(0, item.end_s or 0, gpu_type, nodes, counts, tuple(masks.values()))
+    if item.action is Action.PLANNED:
+        nodes = tuple(instance.node_index[n] for n in item.nodes)
+        gpu_type = instance.nodes[nodes[0]].gpu_type
+        return Placement(item.start_s or 0, item.end_s or 0, gpu_type, nodes, item.node_gpus)
+    return None
+
+
 def deferral_reason(instance: Instance, position: int, timeline: ClusterTimeline) -> str:
     """Why queued job ``position`` got no place, in words a user acts on."""
     job = instance.queue[position]

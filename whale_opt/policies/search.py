@@ -54,9 +54,16 @@ class OrderSearch:
 
 
 def improve(
-    instance: Instance, orders: Sequence[Sequence[int]], deadline: float, seed: int = 0
+    instance: Instance,
+    orders: Sequence[Sequence[int]],
+    deadline: float,
+    seed: int = 0,
+    moves: int | None = None,
 ) -> tuple[list[JobDecision], float]:
-    """The best schedule found from ``orders`` by local search until ``deadline``."""
+    """The best schedule found from ``orders`` by local search until ``deadline``.
+
+    ``moves`` caps the number of tried moves (for reproducible runs).
+    """
     search = OrderSearch(instance)
     rng = random.Random(seed)
     best_jobs: list[JobDecision] = []
@@ -69,7 +76,9 @@ def improve(
         if value < best_value:
             best_jobs, best_value, best_order, best_snaps = jobs, value, list(order), snaps
     n = len(best_order)
-    while n > 1 and time.perf_counter() < deadline:
+    tried = 0
+    while n > 1 and time.perf_counter() < deadline and (moves is None or tried < moves):
+        tried += 1
         i = _pick(instance, best_jobs, best_order, rng)
         j = max(0, i - 1 - int(rng.expovariate(1 / max(1.0, n / 8))))
         if rng.random() < 0.25:
