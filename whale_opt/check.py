@@ -204,7 +204,7 @@ class _Checker:
             self.flag(job.id, "planned-nodes", f"names unknown or no nodes: {unknown}")
             return
         counts = item.node_gpus or _even_split(job.gpus, len(item.nodes))
-        if len(counts) != len(item.nodes) or sum(counts) != job.gpus:
+        if len(counts) != len(item.nodes) or sum(counts) != job.gpus or min(counts) < 1:
             self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpus}")
             return
         if len(set(item.nodes)) != len(item.nodes):
@@ -283,7 +283,7 @@ class _Checker:
             self.flag(job.id, "topology", f"'{job.topology}' job spans racks {sorted(racks)}")
         if job.topology == "node" and len(per_node) > 1:
             self.flag(job.id, "topology", f"'node' job spans {len(per_node)} nodes")
-        if job.topology != "nvlink" or job.gpus == 1:
+        if job.topology != "nvlink" or job.gpus == 1 or not per_node:
             return
         topos: list[NodeTopology] = [self.topologies[n] for n in per_node]
         if len(per_node) > 1:
@@ -298,6 +298,8 @@ class _Checker:
                     )
             if job.gpus <= max(t.size for t in topos):
                 self.flag(job.id, "topology", "nvlink job that fits one node is split")
+            elif len({t.size for t in topos}) > 1:
+                self.flag(job.id, "topology", "multi-node nvlink job mixes node sizes")
             return
         (topo,) = topos
         if masks is not None:
@@ -321,12 +323,13 @@ class _Checker:
                 ("memory_gb", lambda u: u.memory_gb, node.memory_gb),
             )
             for label, amount, limit in limits:
-                peak, when, who = _peak(uses, amount)
-                if peak > limit + TOLERANCE * max(1.0, limit) and any(u.new for u in uses):
+                over = _first_overload(uses, amount, limit + TOLERANCE * max(1.0, limit))
+                if over is not None:
+                    level, when, who = over
                     self.flag(
                         who,
                         "capacity",
-                        f"node {node.id} {label} reach {peak:g} > {limit:g} at t={when}",
+                        f"node {node.id} {label} reach {level:g} > {limit:g} at t={when}",
                     )
 
     def _quotas(self) -> None:
@@ -338,17 +341,14 @@ class _Checker:
             tenant = self.instance.tenants.get(name)
             if tenant is None or tenant.gpu_quota is None:
                 continue
-            events = sorted({u.start for u in uses if u.new})
-            for t in events:
-                active = [u for u in uses if u.start <= t < u.end]
-                used = sum(u.gpus for u in active)
-                if used > tenant.gpu_quota and any(u.new for u in active):
-                    self.flag(
-                        name,
-                        "quota",
-                        f"tenant {name} holds {used} GPUs at t={t}, quota {tenant.gpu_quota}",
-                    )
-                    break
+            over = _first_overload(uses, lambda u: u.gpus, tenant.gpu_quota)
+            if over is not None:
+                used, when, who = over
+                self.flag(
+                    who,
+                    "quota",
+                    f"tenant {name} holds {used:g} GPUs at t={when}, quota {tenant.gpu_quota}",
+                )
 
     def _summary(self) -> None:
         """Objective recomputed, bound below it, instance and horizon echoed."""
@@ -373,29 +373,26 @@ class _Checker:
             )
 
 
-def _peak(uses: list[_Use], amount: Callable[[_Use], float]) -> tuple[float, int, str | None]:
-    """Highest total of ``amount`` over time, when it happens, and a new job there."""
-    events: list[tuple[int, int, float, _Use]] = []
+def _first_overload(
+    uses: list[_Use], amount: Callable[[_Use], float], limit: float
+) -> tuple[float, int, str] | None:
+    """The first moment the total of ``amount`` exceeds ``limit`` while a new job is
+    active: (level, time, the latest-started new job active then). Overloads made
+    by running jobs alone are the instance's, not the decision's."""
+    deltas: dict[int, float] = defaultdict(float)
     for use in uses:
         if use.end > use.start:
-            events.append((use.start, 1, amount(use), use))
-            events.append((use.end, 0, -amount(use), use))
-    events.sort(key=lambda e: (e[0], e[1]))
-    level = peak = 0.0
-    when = 0
-    who: str | None = None
-    active: dict[str, _Use] = {}
-    for time, _, delta, use in events:
-        level += delta
-        if delta > 0:
-            active[use.job + str(use.node)] = use
-        else:
-            active.pop(use.job + str(use.node), None)
-        if level > peak:
-            peak, when = level, time
-            news = [u.job for u in active.values() if u.new]
-            who = news[-1] if news else None
-    return peak, when, who
+            deltas[use.start] += amount(use)
+            deltas[use.end] -= amount(use)
+    level = 0.0
+    for time in sorted(deltas):
+        level += deltas[time]
+        if level <= limit:
+            continue
+        news = [u for u in uses if u.new and u.start <= time < u.end and amount(u) > 0]
+        if news:
+            return level, time, max(news, key=lambda u: (u.start, u.job)).job
+    return None
 
 
 def _even_split(total: int, parts: int) -> tuple[int, ...]:

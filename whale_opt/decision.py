@@ -110,7 +110,9 @@ def placement_penalty(instance: Instance, position: int, nodes: tuple[str, ...])
     job = instance.queue[position]
     if job.zone is None or not nodes:
         return 0.0
-    outside = any(instance.nodes[instance.node_index[n]].zone != job.zone for n in nodes)
+    index = instance.node_index
+    # An unknown node counts as outside (the checker reports it separately).
+    outside = any(n not in index or instance.nodes[index[n]].zone != job.zone for n in nodes)
     return job.weight * instance.policy.zone_penalty_s if outside else 0.0
 
 

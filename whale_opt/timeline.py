@@ -270,6 +270,18 @@ class ClusterTimeline:
                 return t
         return INF
 
+    def _quota_releases(self, job: QueuedJob) -> list[int]:
+        """Moments when the job's tenant's GPU use drops (quota frees up)."""
+        quota = self.instance.tenants.get(job.tenant)
+        if quota is None or quota.gpu_quota is None:
+            return []
+        profile = self.tenant_profile(job.tenant)
+        return [
+            profile.times[k]
+            for k in range(1, len(profile.times))
+            if profile.levels[k] < profile.levels[k - 1]
+        ]
+
     def _fit_with_quota(
         self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
     ) -> float:
@@ -303,14 +315,17 @@ class ClusterTimeline:
         horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
         best: tuple[float, int, int, int] | None = None
         chosen: Placement | None = None
-        by_type: dict[str, list[int]] = {}
+        # Nodes by type, and for NVLink jobs by size too: whether a job fits one
+        # node, or takes whole nodes, depends on the node's size.
+        groups: dict[tuple[str, int], list[int]] = {}
         for node in self.eligible(position):
             node_type = self.instance.nodes[node].gpu_type
+            size = self.topologies[node].size if job.topology == "nvlink" else 0
             if gpu_type is None or node_type == gpu_type:
-                by_type.setdefault(node_type, []).append(node)
+                groups.setdefault((node_type, size), []).append(node)
         # Fastest types first, so their ends prune the search on slower ones.
-        for name, nodes in sorted(
-            by_type.items(), key=lambda item: self.instance.durations[position][item[0]]
+        for (name, _), nodes in sorted(
+            groups.items(), key=lambda item: self.instance.durations[position][item[0][0]]
         ):
             duration = self.instance.durations[position][name]
             latest = horizon
@@ -441,7 +456,7 @@ class ClusterTimeline:
         out = []
         for group in groups:
             # Room only grows where some node's usage drops: try now and those moments.
-            times = {0}
+            times = {0} | set(self._quota_releases(job))
             for n in group:
                 profile = self.gpu_use[n]
                 times.update(

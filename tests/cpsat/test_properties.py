@@ -1,0 +1,81 @@
+"""Properties of the CP-SAT round on generated instances, presets and the time limit."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from whale_opt.check import check
+from whale_opt.cpsat import CpSatPolicy
+from whale_opt.decision import Action, Decision
+from whale_opt.generate import generate
+from whale_opt.io import read_instance
+from whale_opt.policies import get_policy
+from whale_opt.problem_data import Instance
+from whale_opt.testing import instances
+
+from .builders import TOLERANCE
+
+INSTANCES = Path(__file__).resolve().parents[2] / "instances"
+
+
+def _limited(instance: Instance, seconds: float) -> Instance:
+    return instance.replace(policy=dataclasses.replace(instance.policy, time_limit_s=seconds))
+
+
+def _job_decisions(decision: Decision) -> tuple[tuple[object, ...], ...]:
+    return tuple(
+        (item.id, item.action, item.gpus, item.start_s, item.end_s, item.nodes, item.node_gpus)
+        for item in decision.jobs
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(instances(max_nodes=3, max_queue=4, max_running=3))
+def test_cpsat_decision_is_valid_complete_and_never_worse_than_the_greedy(
+    instance: Instance,
+) -> None:
+    instance = _limited(instance, 0.5)
+    decision = CpSatPolicy().decide(instance)
+    greedy = get_policy("wspt").decide(instance)
+    assert check(instance, decision) == []
+    assert decision.objective <= greedy.objective + TOLERANCE
+    assert decision.bound <= decision.objective + TOLERANCE
+    counts = Counter(item.id for item in decision.jobs)
+    assert counts == Counter(job.id for job in (*instance.queue, *instance.running))
+    for job in instance.queue:
+        assert decision.job(job.id).action in (Action.START, Action.PLANNED, Action.DEFERRED)
+
+
+@pytest.mark.parametrize("gpus, queued, seed", [(32, 8, 0), (24, 6, 2)])
+def test_deterministic_preset_gives_the_same_decision_on_reruns(
+    gpus: int, queued: int, seed: int
+) -> None:
+    # Small enough that the preset's fixed move and round counts finish well
+    # inside the wall-clock safety net.
+    instance = generate("mixed", gpus=gpus, queued=queued, seed=seed, time_limit_s=2.0)
+    runs = [CpSatPolicy("deterministic").decide(instance) for _ in range(3)]
+    assert all(check(instance, run) == [] for run in runs)
+    assert len({_job_decisions(run) for run in runs}) == 1
+    assert len({run.objective for run in runs}) == 1
+
+
+def test_unknown_preset_raises_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="nope") as error:
+        CpSatPolicy("nope")
+    for known in ("default", "deterministic", "fast"):
+        assert known in str(error.value)
+    with pytest.raises(ValueError, match="deterministic"):
+        get_policy("cpsat", preset="nope")
+
+
+def test_round_keeps_to_its_time_limit_on_the_fragmented_instance() -> None:
+    path = INSTANCES / "fragmented" / "fragmented-256g-120q.json"
+    instance = _limited(read_instance(path), 1.0)
+    decision = CpSatPolicy().decide(instance)
+    assert decision.wall_s <= 1.5
+    assert check(instance, decision) == []
