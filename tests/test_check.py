@@ -244,6 +244,20 @@ def test_multi_node_nvlink_job_on_a_node_without_full_nvlink() -> None:
     assert any("p0" in v.message for v in violations)
 
 
+def test_multi_node_nvlink_job_over_nodes_of_two_sizes() -> None:
+    # a2 (8 GPUs) and q4 (4 GPUs), both NVSwitch, in one rack: gangs take nodes of one size.
+    inst = Instance(
+        "check",
+        TYPES,
+        (*NODES, Node("q4", "A100-80G", 4, "nvswitch", cpu=64, memory_gb=512, rack="r2")),
+        queue=(job("q1", 12),),
+    )
+    decision = decide(inst, start("q1", gpus("a2", *range(8)) + gpus("q4", 0, 1, 2, 3)))
+    violations = check(inst, decision)
+    assert found(violations) == {("topology", "q1")}
+    assert any("sizes" in v.message for v in violations)
+
+
 def test_multi_node_nvlink_job_across_racks() -> None:
     inst = cluster(job("q1", 16))
     decision = decide(inst, start("q1", gpus("a0", *range(8)) + gpus("a2", *range(8))))
@@ -307,9 +321,8 @@ def test_planned_jobs_overlapping_beyond_a_nodes_gpus() -> None:
     decision = decide(
         inst, planned("q1", 10, 110, ["a0"], [8]), planned("q2", 50, 150, ["a0"], [4])
     )
-    kinds = found(check(inst, decision))
-    assert {kind for kind, _ in kinds} == {"capacity"}
-    assert {who for _, who in kinds} <= {"q1", "q2"}
+    # The job that started last into the overload is named.
+    assert found(check(inst, decision)) == {("capacity", "q2")}
 
 
 def test_planned_job_overlapping_a_started_job() -> None:
@@ -343,7 +356,7 @@ def test_quota_exceeded_now() -> None:
     )
     decision = decide(inst, start("q1", gpus("a1", 0, 1, 2, 3)))
     violations = check(inst, decision)
-    assert {v.kind for v in violations} == {"quota"}
+    assert found(violations) == {("quota", "q1")}
     assert "nlp" in violations[0].message
 
 
@@ -357,7 +370,7 @@ def test_quota_exceeded_later_by_a_planned_job() -> None:
         inst, start("q1", gpus("a1", 0, 1, 2, 3)), planned("q2", 50, 150, ["a2"], [2])
     )
     violations = check(inst, decision)
-    assert {v.kind for v in violations} == {"quota"}
+    assert found(violations) == {("quota", "q2")}
     assert "t=50" in violations[0].message
 
 
@@ -382,11 +395,6 @@ def test_tenant_over_quota_through_running_jobs_may_keep_them() -> None:
     assert check(inst, decide(inst, start("q1", ["a1/0"]))) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check.py _quotas: a quota violation names the tenant in Violation.job, "
-    "not the job that breaks the quota",
-)
 def test_quota_violation_names_the_job_that_breaks_it() -> None:
     inst = cluster(job("q1", 4, tenant="nlp"), tenants={"nlp": Tenant("nlp", 2)})
     decision = decide(inst, start("q1", gpus("a1", 0, 1, 2, 3)))
@@ -616,26 +624,18 @@ def test_valid_decision_with_every_feature_passes() -> None:
     assert check(inst, decision) == []
 
 
-# -- reproducers of checker bugs -------------------------------------------------------
+# -- regressions: checker bugs found by these tests -------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check.py _capacity: a node overloaded (CPU) by running jobs alone is reported "
-    "as soon as any new job uses the node, even one that starts after they end",
-)
 def test_running_overload_does_not_blame_a_later_job() -> None:
     # Instance validation allows running jobs whose CPU exceeds the node's.
     inst = cluster(job("q1", cpu=1), running=[RunningJob("r1", gpus("a0", 0), 100, cpu=80)])
-    decision = decide(inst, planned("q1", 200, 300, ["a0"], [1]))
-    assert check(inst, decision) == []
+    assert check(inst, decide(inst, planned("q1", 200, 300, ["a0"], [1]))) == []
+    # Joining the overload while it lasts is still a violation.
+    later = decide(inst, planned("q1", 50, 150, ["a0"], [1]))
+    assert found(check(inst, later)) == {("capacity", "q1")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decision.py placement_penalty (called by the checker's objective) raises "
-    "KeyError on a GPU id or planned node naming no node, for a job with a zone",
-)
 @pytest.mark.parametrize(
     "item",
     [
@@ -647,30 +647,20 @@ def test_unknown_node_for_a_job_with_a_zone_is_reported_not_raised(item: JobDeci
     inst = cluster(job("q1", zone="east"))
     jobs = (item,)
     decision = Decision(inst.name, "test", Status.FEASIBLE, 100.0, 0.0, inst.policy.horizon_s, jobs)
-    kinds = {v.kind for v in check(inst, decision)}
-    assert kinds & {"gpu-id", "planned-nodes"}
+    assert found(check(inst, decision)) & {("gpu-id", "q1"), ("planned-nodes", "q1")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check.py _topology: a started multi-GPU nvlink job with no GPU ids crashes "
-    "on '(topo,) = topos' (ValueError) instead of reporting a gang violation",
-)
 def test_started_without_gpus_is_reported_not_raised() -> None:
     inst = cluster(job("q1", 2))
     decision = decide(inst, start("q1", []))
     assert ("gang", "q1") in found(check(inst, decision))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check.py _planned: node_gpus entries below 1 are accepted (the schema "
-    "forbids them, the Python API does not)",
-)
-def test_planned_node_gpus_below_one_are_reported() -> None:
+@pytest.mark.parametrize("counts", [[5, -1], [4, 0]])
+def test_planned_node_gpus_below_one_are_reported(counts: list[int]) -> None:
     inst = cluster(job("q1", 4, topology="any"))
-    decision = decide(inst, planned("q1", 10, 110, ["a0", "a1"], [5, -1]))
-    assert check(inst, decision) != []
+    decision = decide(inst, planned("q1", 10, 110, ["a0", "a1"], counts))
+    assert found(check(inst, decision)) == {("gang", "q1")}
 
 
 # -- the checker on mutated greedy decisions -------------------------------------------

@@ -148,6 +148,7 @@ class ClusterTimeline:
         self.mem_use = [Profile() for _ in range(n)]
         self.tenant_use: dict[str, Profile] = {}
         self._eligible: dict[int, tuple[int, ...]] = {}
+        self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
         for job in instance.running:
             if job.id in preempted:
                 continue
@@ -172,6 +173,7 @@ class ClusterTimeline:
         twin.mem_use = [p.copy() for p in self.mem_use]
         twin.tenant_use = {name: p.copy() for name, p in self.tenant_use.items()}
         twin._eligible = self._eligible
+        twin._first_free = [dict(cache) for cache in self._first_free]
         return twin
 
     # -- bookkeeping ---------------------------------------------------------
@@ -188,6 +190,7 @@ class ClusterTimeline:
     ) -> None:
         for node, count in per_node.items():
             self.gpu_use[node].add(start, end, count)
+            self._first_free[node] = {}
             self.cpu_use[node].add(start, end, cpu * count / total)
             self.mem_use[node].add(start, end, memory_gb * count / total)
         self.tenant_profile(tenant).add(start, end, total)
@@ -269,6 +272,22 @@ class ClusterTimeline:
             if t == t0:
                 return t
         return INF
+
+    def _free_from(self, node: int, gpus: int) -> float:
+        """First t >= 1 when ``node`` has ``gpus`` GPUs unused (cached until it changes)."""
+        cache = self._first_free[node]
+        if gpus not in cache:
+            profile = self.gpu_use[node]
+            room = popcount(self.topologies[node].healthy) - gpus + EPS
+            i = bisect.bisect_right(profile.times, 1) - 1
+            found = INF
+            while i < len(profile.times):
+                if profile.levels[i] <= room:
+                    found = max(1, profile.times[i])
+                    break
+                i += 1
+            cache[gpus] = found
+        return cache[gpus]
 
     def _quota_releases(self, job: QueuedJob) -> list[int]:
         """Moments when the job's tenant's GPU use drops (quota frees up)."""
@@ -374,7 +393,11 @@ class ClusterTimeline:
         if out:
             return out  # a start now ends no later than any later start on this type
         best_later: tuple[float, int] | None = None
-        for node in nodes:
+        # Nodes by a cheap lower bound on when the job could start there; stop
+        # once no node can beat the best start found.
+        for bound, node in sorted((self._free_from(n, job.gpus), n) for n in nodes):
+            if bound > horizon or (best_later is not None and bound >= best_later[0]):
+                break
             # Not now: from the next moment something frees on this node.
             first = (self.gpu_use[node].releases_after(0) or 1) if self.wait_for_release else 1
             give_up = horizon if best_later is None else best_later[0] - 1
@@ -455,60 +478,85 @@ class ClusterTimeline:
             groups = [nodes]
         out = []
         for group in groups:
-            # Room only grows where some node's usage drops: try now and those moments.
-            times = {0} | set(self._quota_releases(job))
+            # The group's total use over time: a necessary test before the per-node one.
+            deltas: dict[int, float] = {}
             for n in group:
                 profile = self.gpu_use[n]
-                times.update(
-                    profile.times[k]
-                    for k in range(1, len(profile.times))
-                    if profile.levels[k] < profile.levels[k - 1]
-                )
+                previous = 0.0
+                for time_k, level in zip(profile.times, profile.levels, strict=True):
+                    deltas[time_k] = deltas.get(time_k, 0.0) + level - previous
+                    previous = level
+            total = Profile()
+            running = 0.0
+            total.times, total.levels = [], []
+            for time_k in sorted(deltas):
+                running += deltas[time_k]
+                total.times.append(time_k)
+                total.levels.append(running)
             capacity = sum(popcount(self.topologies[n].healthy) for n in group)
+            # Room only grows where use drops: try now and those moments.
+            times = {0, *self._quota_releases(job)}
+            times.update(
+                total.times[k]
+                for k in range(1, len(total.times))
+                if total.levels[k] < total.levels[k - 1]
+            )
             for t in sorted(times):
                 if t > horizon:
                     break
-                if capacity - sum(self.gpu_use[n].level_at(t) for n in group) < job.gpus:
+                if capacity - total.peak(t, t + duration) < job.gpus - EPS:
+                    continue
+                if self._quota_fit(job, t, duration) != t:
                     continue
                 placement = self._spread_at(job, duration, gpu_type, group, t)
-                if placement is not None and self._quota_fit(job, t, duration) == t:
+                if placement is not None:
                     out.append(placement)
                     break
         return out
 
+    def _room(self, job: QueuedJob, node: int, t: int, duration: int) -> int:
+        """GPUs of ``job`` that ``node`` can hold over [t, t+duration)."""
+        topo = self.topologies[node]
+        limit = popcount(topo.healthy)
+        free = popcount(self.free_now[node]) if t == 0 else limit
+        gpus = min(free, int(limit - self.gpu_use[node].peak(t, t + duration) + EPS))
+        rec = self.instance.nodes[node]
+        if job.cpu and gpus > 0:
+            spare = rec.cpu - self.cpu_use[node].peak(t, t + duration)
+            gpus = min(gpus, int(spare / (job.cpu / job.gpus) + EPS))
+        if job.memory_gb and gpus > 0:
+            spare = rec.memory_gb - self.mem_use[node].peak(t, t + duration)
+            gpus = min(gpus, int(spare / (job.memory_gb / job.gpus) + EPS))
+        return max(gpus, 0)
+
     def _spread_at(
         self, job: QueuedJob, duration: int, gpu_type: str, group: list[int], t: int
     ) -> Placement | None:
-        room = []
+        """Tightest single node that holds the job, else the largest pieces first."""
+        # Room right at t bounds the room over the whole window from above.
+        at_t = []
         for node in group:
-            topo = self.topologies[node]
-            free = popcount(self.free_now[node]) if t == 0 else popcount(topo.healthy)
-            limit = popcount(topo.healthy)
-            gpus = min(free, int(limit - self.gpu_use[node].peak(t, t + duration) + EPS))
-            node_rec = self.instance.nodes[node]
-            if job.cpu:
-                per_gpu = job.cpu / job.gpus
-                spare = node_rec.cpu - self.cpu_use[node].peak(t, t + duration)
-                gpus = min(gpus, int(spare / per_gpu + EPS))
-            if job.memory_gb:
-                per_gpu = job.memory_gb / job.gpus
-                spare = node_rec.memory_gb - self.mem_use[node].peak(t, t + duration)
-                gpus = min(gpus, int(spare / per_gpu + EPS))
-            if gpus > 0:
-                room.append((gpus, node))
-        if sum(g for g, _ in room) < job.gpus:
-            return None
-        # Tightest single node first, else largest pieces first (fewest nodes).
-        single = sorted((g, n) for g, n in room if g >= job.gpus)
-        picks = [(job.gpus, single[0][1])] if single else []
+            limit = popcount(self.topologies[node].healthy)
+            free = popcount(self.free_now[node]) if t == 0 else limit
+            room = min(free, int(limit - self.gpu_use[node].level_at(t) + EPS))
+            if room > 0:
+                at_t.append((room, node))
+        picks: list[tuple[int, int]] = []
+        for _, node in sorted(r for r in at_t if r[0] >= job.gpus):
+            if self._room(job, node, t, duration) >= job.gpus:
+                picks = [(job.gpus, node)]
+                break
         if not picks:
             need = job.gpus
-            for gpus, node in sorted(room, key=lambda r: (-r[0], r[1])):
-                take = min(gpus, need)
-                picks.append((take, node))
-                need -= take
+            for _, node in sorted(at_t, key=lambda r: (-r[0], r[1])):
+                take = min(self._room(job, node, t, duration), need)
+                if take > 0:
+                    picks.append((take, node))
+                    need -= take
                 if need == 0:
                     break
+            if need > 0:
+                return None
         picks.sort(key=lambda p: p[1])
         chosen = tuple(n for _, n in picks)
         counts = tuple(c for c, _ in picks)

@@ -9,7 +9,6 @@ bound above it, or a decision claimed optimal that it beats, is a bug.
 from __future__ import annotations
 
 import itertools
-import math
 import random
 import time
 
@@ -18,10 +17,11 @@ import pytest
 from whale_opt.bounds import lower_bound
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, Status, objective
+from whale_opt.policies import get_policy
 from whale_opt.policies.base import assemble, list_schedule
 from whale_opt.problem_data import Instance, Node, QueuedJob, RunningJob
 
-from .builders import A100, H100, TOLERANCE, holding, job, node, round_of, solve
+from .builders import A100, H100, TOLERANCE, holding, job, node, round_of, solve, solve_round
 
 RANDOM_ROUNDS = 30
 RANDOM_TIME_LIMIT_S = 0.25
@@ -116,7 +116,7 @@ def random_round(seed: int) -> Instance:
 def test_cpsat_against_brute_force_on_a_tiny_round(seed: int) -> None:
     instance = random_round(seed)
     best = brute_force(instance).objective
-    decision, _ = solve(instance)  # valid, never worse than the greedy, bound <= objective
+    decision = solve_round(instance)  # valid, never worse than the greedy, bound <= objective
     assert decision.bound <= best + TOLERANCE
     assert lower_bound(instance) <= best + TOLERANCE
     if decision.status.value == "optimal":
@@ -135,7 +135,7 @@ def test_random_rounds_cover_the_interesting_cases() -> None:
     assert actions == {Action.START, Action.PLANNED, Action.DEFERRED}
 
 
-# -- known optima ------------------------------------------------------------------
+# -- known optima: the round and the model alone both reach them --------------------------
 
 
 def test_heavier_job_per_second_starts_first_on_the_one_free_node() -> None:
@@ -147,18 +147,18 @@ def test_heavier_job_per_second_starts_first_on_the_one_free_node() -> None:
             job("heavy", 8, 1000, weight=3.0, submitted_at=0),
         ],
     )
-    decision, _ = solve(instance)
-    assert decision.job("heavy").action is Action.START
-    assert decision.job("light").start_s == 1000
-    assert decision.objective == pytest.approx(3.0 * 1000 + 1.0 * 2000)
+    for decision in solve(instance):
+        assert decision.job("heavy").action is Action.START
+        assert decision.job("light").start_s == 1000
+        assert decision.objective == pytest.approx(3.0 * 1000 + 1.0 * 2000)
 
 
 def test_shorter_job_starts_first_when_weights_are_equal() -> None:
     instance = round_of([node("a0")], [job("long", 8, 3000), job("short", 8, 1000)])
-    decision, _ = solve(instance)
-    assert decision.job("short").action is Action.START
-    assert decision.objective == pytest.approx(1000 + 4000)
-    assert decision.bound <= decision.objective == brute_force(instance).objective
+    for decision in solve(instance):
+        assert decision.job("short").action is Action.START
+        assert decision.objective == pytest.approx(1000 + 4000)
+    assert brute_force(instance).objective == pytest.approx(1000 + 4000)
 
 
 def test_leaving_the_fast_type_to_the_job_that_needs_it_beats_the_greedy() -> None:
@@ -172,32 +172,23 @@ def test_leaving_the_fast_type_to_the_job_that_needs_it_beats_the_greedy() -> No
             QueuedJob("q", 8, 4000, gpu_types=(H100.name,)),
         ],
     )
-    decision, greedy_value = _with_greedy(instance)
-    assert greedy_value == pytest.approx(2800)
-    assert decision.objective == pytest.approx(2600)
-    assert decision.job("p").action is decision.job("q").action is Action.START
+    assert get_policy("wspt").decide(instance).objective == pytest.approx(2800)
+    for decision in solve(instance):
+        assert decision.objective == pytest.approx(2600)
+        assert decision.job("p").action is decision.job("q").action is Action.START
     assert brute_force(instance).objective == pytest.approx(2600)
 
 
-def test_known_optimum_with_a_running_job_and_a_gang() -> None:
-    # r holds a1 until 500. The 16-GPU gang must wait for both nodes (ends 1500);
-    # the 4-GPU job fits on a0 now but then delays the gang to 800:
-    # best is the small job planned after the gang? No: small first on a0 ends
-    # 300 < 500, so both fit: 300 + (500 + 1000) = 1800.
+def test_small_job_fits_before_a_gang_that_waits_for_a_running_job() -> None:
+    # r holds a1 until 500, so the 16-GPU gang starts at 500 at the earliest; the
+    # 4-GPU job runs on a0 now and ends at 300, before that: 300 + 1500.
     instance = round_of(
         [node("a0", rack="r1"), node("a1", rack="r1")],
         [job("gang", 16, 1000), job("small", 4, 300)],
         [holding("r", "a1", range(8), 500)],
     )
-    decision, _ = solve(instance)
-    assert decision.objective == pytest.approx(300 + 1500)
-    assert decision.job("small").action is Action.START
-    assert decision.job("gang").start_s == 500
-    assert math.isclose(decision.objective, brute_force(instance).objective)
-
-
-def _with_greedy(instance: Instance) -> tuple[Decision, float]:
-    from whale_opt.policies import get_policy
-
-    decision, _ = solve(instance)
-    return decision, get_policy("wspt").decide(instance).objective
+    for decision in solve(instance):
+        assert decision.job("small").action is Action.START
+        assert decision.job("gang").start_s == 500
+        assert decision.objective == pytest.approx(300 + 1500)
+    assert brute_force(instance).objective == pytest.approx(300 + 1500)
