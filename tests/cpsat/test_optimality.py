@@ -16,12 +16,23 @@ import pytest
 
 from whale_opt.bounds import lower_bound
 from whale_opt.check import check
-from whale_opt.decision import Action, Decision, Status, objective
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.policies import get_policy
 from whale_opt.policies.base import assemble, list_schedule
 from whale_opt.problem_data import Instance, Node, QueuedJob, RunningJob
 
-from .builders import A100, H100, TOLERANCE, holding, job, node, round_of, solve, solve_round
+from .builders import (
+    A100,
+    H100,
+    TOLERANCE,
+    gpu_ids,
+    holding,
+    job,
+    node,
+    round_of,
+    solve,
+    solve_round,
+)
 
 RANDOM_ROUNDS = 30
 RANDOM_TIME_LIMIT_S = 0.25
@@ -192,3 +203,26 @@ def test_small_job_fits_before_a_gang_that_waits_for_a_running_job() -> None:
         assert decision.job("gang").start_s == 500
         assert decision.objective == pytest.approx(300 + 1500)
     assert brute_force(instance).objective == pytest.approx(300 + 1500)
+
+
+def test_bound_stays_below_a_valid_decision_that_preempts() -> None:
+    # Preempting the cheap running job and starting q now costs 10 * 100 + 0.001 * 10_000;
+    # the round never preempts, but its bound must still hold for decisions that do.
+    instance = round_of(
+        [node("a0")],
+        [job("q", 8, 100, weight=10.0)],
+        [holding("r", "a0", range(8), 10_000, weight=0.001)],
+        allow_preemption=True,
+    )
+    preempting = (
+        JobDecision(
+            "q", Action.START, gpus=tuple(sorted(gpu_ids("a0", range(8)))), start_s=0, end_s=100
+        ),
+        JobDecision("r", Action.PREEMPT),
+    )
+    valid = assemble(instance, "hand", preempting, Status.FEASIBLE, 0.0, time.perf_counter())
+    assert check(instance, valid) == []
+    assert valid.objective == pytest.approx(1010)
+    decision = solve_round(instance)
+    assert decision.bound <= valid.objective + TOLERANCE
+    assert lower_bound(instance) <= valid.objective + TOLERANCE

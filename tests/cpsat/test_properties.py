@@ -18,7 +18,7 @@ from whale_opt.policies import get_policy
 from whale_opt.problem_data import Instance
 from whale_opt.testing import instances
 
-from .builders import TOLERANCE
+from .builders import TOLERANCE, solve_model
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
@@ -51,15 +51,25 @@ def test_cpsat_decision_is_valid_complete_and_never_worse_than_the_greedy(
         assert decision.job(job.id).action in (Action.START, Action.PLANNED, Action.DEFERRED)
 
 
+@settings(max_examples=25, deadline=None)
+@given(instances(max_nodes=3, max_queue=4, max_running=3))
+def test_model_alone_with_every_job_freed_is_valid_and_never_worse(instance: Instance) -> None:
+    # The round solves the model only when the greedy is not proven optimal;
+    # here it always does (solve_model checks validity, optimality, greedy).
+    solve_model(instance)
+
+
 @pytest.mark.parametrize("gpus, queued, seed", [(32, 8, 0), (24, 6, 2)])
 def test_deterministic_preset_gives_the_same_decision_on_reruns(
     gpus: int, queued: int, seed: int
 ) -> None:
     # Small enough that the preset's fixed move and round counts finish well
-    # inside the wall-clock safety net.
+    # inside the wall-clock safety net, big enough that the search improves on
+    # the greedy (so there is something to be nondeterministic about).
     instance = generate("mixed", gpus=gpus, queued=queued, seed=seed, time_limit_s=2.0)
     runs = [CpSatPolicy("deterministic").decide(instance) for _ in range(3)]
     assert all(check(instance, run) == [] for run in runs)
+    assert runs[0].objective < get_policy("wspt").decide(instance).objective
     assert len({_job_decisions(run) for run in runs}) == 1
     assert len({run.objective for run in runs}) == 1
 
@@ -79,3 +89,4 @@ def test_round_keeps_to_its_time_limit_on_the_fragmented_instance() -> None:
     decision = CpSatPolicy().decide(instance)
     assert decision.wall_s <= 1.5
     assert check(instance, decision) == []
+    assert decision.objective <= get_policy("wspt").decide(instance).objective + TOLERANCE
