@@ -113,12 +113,6 @@ def test_nvlink_layouts_are_valid_for_their_size(gpus: int, data: st.DataObject)
 # -- reproducers of bugs found by these properties -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cpsat/candidates.py free_job: the mode comes from the first eligible node "
-    "(1 GPU), so a 2-GPU NVLink job becomes a GANG of 3-GPU nodes needing 2 // 3 = 0 "
-    "nodes (constraints.py _gang_shape), and the job 'starts' on no GPU",
-)
 def test_cpsat_never_starts_a_job_on_no_gpus() -> None:
     types = {"A": GpuType("A", 80, 1.0)}
     inst = Instance(

@@ -11,7 +11,11 @@ Rules beyond FORMAT.md's wording, kept in one place here:
 - ``planned`` jobs are checked by GPU *count* per node over time (no GPU
   ids are reserved for the future), with CPU, host memory and quotas;
 - a tenant already over quota through running jobs may keep them, but no
-  started or planned job of that tenant may run while it is over.
+  started or planned job of that tenant may run while it is over;
+- a planned NVLink job (2+ GPUs on one node) on a node whose GPUs are not all
+  linked starts no earlier than the first end of a job on that node: GPU ids
+  are not reserved for the future, so before anything ends there the only
+  GPUs it could get are today's, which did not hold a linked set.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class _Checker:
             elif item.action is Action.PLANNED:
                 self._planned(position, job, item)
         self._capacity()
+        self._planned_after_release(items)
         self._quotas()
         self._summary()
         return self.violations
@@ -331,6 +336,39 @@ class _Checker:
                         "capacity",
                         f"node {node.id} {label} reach {level:g} > {limit:g} at t={when}",
                     )
+
+    def _planned_after_release(self, items: dict[str, JobDecision]) -> None:
+        """A planned NVLink job on a partially linked node waits for a job there to end.
+
+        GPU ids are not reserved for the future, so which GPUs will be free,
+        and whether they will be linked, is unknown until something on the
+        node ends; planning earlier would promise what the node cannot keep.
+        """
+        first_end: dict[int, int] = {}
+        for use in self.uses:
+            if use.end > 0:
+                first_end[use.node] = min(first_end.get(use.node, use.end), use.end)
+        for job in self.instance.queue:
+            item = items.get(job.id)
+            if item is None or item.action is not Action.PLANNED or len(item.nodes) != 1:
+                continue
+            if (
+                job.topology != "nvlink"
+                or job.gpus < 2
+                or item.nodes[0] not in self.instance.node_index
+            ):
+                continue
+            node = self.instance.node_index[item.nodes[0]]
+            if self.topologies[node].clique:
+                continue
+            release = first_end.get(node)
+            if release is None or (item.start_s or 0) < release:
+                self.flag(
+                    job.id,
+                    "nvlink",
+                    f"planned at {item.start_s} on partially linked node {item.nodes[0]}"
+                    f" before anything there ends (first end: {release})",
+                )
 
     def _quotas(self) -> None:
         """No started or planned job while its tenant is over its GPU quota."""

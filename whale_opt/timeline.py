@@ -103,15 +103,6 @@ class Profile:
         """Usage at time ``t``."""
         return self.levels[bisect.bisect_right(self.times, t) - 1]
 
-    def releases_after(self, t: int) -> int | None:
-        """First time > t at which usage drops, if any."""
-        i = bisect.bisect_right(self.times, t)
-        while i < len(self.times):
-            if self.levels[i] < self.levels[i - 1]:
-                return self.times[i]
-            i += 1
-        return None
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -136,8 +127,9 @@ class ClusterTimeline:
         *,
         wait_for_release: bool = True,
     ) -> None:
-        # wait_for_release: a job blocked now on a node by NVLink fragmentation is planned
-        # no earlier than that node's next release (the rules allow t=1; bounds need that).
+        # wait_for_release: an NVLink job is planned on a partially linked node no
+        # earlier than the first end of a job there (the checker's rule); bounds
+        # relax it (False).
         self.instance = instance
         self.wait_for_release = wait_for_release
         self.topologies = topologies if topologies is not None else node_topologies(instance)
@@ -149,6 +141,7 @@ class ClusterTimeline:
         self.tenant_use: dict[str, Profile] = {}
         self._eligible: dict[int, tuple[int, ...]] = {}
         self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
+        self.first_end: list[float] = [INF] * n  # first end of any job on the node
         for job in instance.running:
             if job.id in preempted:
                 continue
@@ -174,6 +167,7 @@ class ClusterTimeline:
         twin.tenant_use = {name: p.copy() for name, p in self.tenant_use.items()}
         twin._eligible = self._eligible
         twin._first_free = [dict(cache) for cache in self._first_free]
+        twin.first_end = list(self.first_end)
         return twin
 
     # -- bookkeeping ---------------------------------------------------------
@@ -191,6 +185,8 @@ class ClusterTimeline:
         for node, count in per_node.items():
             self.gpu_use[node].add(start, end, count)
             self._first_free[node] = {}
+            if end > 0:
+                self.first_end[node] = min(self.first_end[node], end)
             self.cpu_use[node].add(start, end, cpu * count / total)
             self.mem_use[node].add(start, end, memory_gb * count / total)
         self.tenant_profile(tenant).add(start, end, total)
@@ -399,7 +395,13 @@ class ClusterTimeline:
             if bound > horizon or (best_later is not None and bound >= best_later[0]):
                 break
             # Not now: from the next moment something frees on this node.
-            first = (self.gpu_use[node].releases_after(0) or 1) if self.wait_for_release else 1
+            first = 1
+            if self.wait_for_release and needs_nvlink(job) and not self.topologies[node].clique:
+                # NVLink sets in the future are not tracked: wait until something here ends.
+                release = self.first_end[node]
+                if release == INF:
+                    continue
+                first = int(release)
             give_up = horizon if best_later is None else best_later[0] - 1
             t = self._fit_with_quota(node, max(1, first), duration, job, give_up)
             if t <= horizon and (best_later is None or t < best_later[0]):

@@ -144,12 +144,6 @@ def test_start_now_choice_cube_mesh_unlinked_pair_cannot_start_now() -> None:
         assert decision.job("q").action is not Action.START
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planned jobs are checked by GPU count only, so the CP-SAT model plans a job blocked"
-    " by NVLink fragmentation at t=1 on the same fragmented GPUs (objective 1001, 'optimal'),"
-    " though nothing on the node frees before 5000; the greedy waits for the next release",
-)
 def test_start_now_choice_job_blocked_by_fragmentation_is_not_planned_before_a_release() -> None:
     instance = round_of(
         [node("v0", nvlink="hybrid-cube-mesh")],
@@ -214,13 +208,6 @@ def test_start_now_choice_nvlink_job_the_size_of_the_larger_node_starts_there() 
         assert set(item.gpus) == gpu_ids("big", range(8))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cpsat.candidates.free_job takes the mode (single node or gang) from the first"
-    " eligible node only: a 4-GPU nvlink job eligible on a 2-GPU node (a gang of two) and an"
-    " 8-GPU node (one node) becomes a gang of 8-GPU nodes with 4 // 8 = 0 nodes, and the"
-    " round returns it started on no GPUs",
-)
 @pytest.mark.parametrize("small_type", [A100.name, H100.name])
 def test_start_now_choice_job_that_is_a_gang_on_small_nodes_and_single_on_big_ones(
     small_type: str,

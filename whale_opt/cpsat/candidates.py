@@ -80,18 +80,31 @@ def free_job(
     eligible = timeline.eligible(position)
     if not eligible:
         return None
+    size = {n: timeline.topologies[n].size for n in eligible}
+    if job.topology == "nvlink" and job.gpus > 1:
+        # One node where a node is big enough; else whole nodes of one size.
+        if any(single_node(job, timeline.topologies[n]) for n in eligible):
+            mode = Mode.SINGLE
+            eligible = tuple(n for n in eligible if size[n] >= job.gpus)
+        else:
+            mode = Mode.GANG
+            sizes = {size[n] for n in eligible if job.gpus % size[n] == 0}
+            if incumbent is not None:
+                sizes &= {size[n] for n in incumbent.nodes}
+            if not sizes:
+                return None
+            chosen_size = max(sizes)
+            eligible = tuple(n for n in eligible if size[n] == chosen_size)
+    elif single_node(job, timeline.topologies[eligible[0]]):
+        mode = Mode.SINGLE
+    else:
+        mode = Mode.SPREAD
     durations = {
         instance.nodes[n].gpu_type: instance.durations[position][instance.nodes[n].gpu_type]
         for n in eligible
     }
-    first = timeline.topologies[eligible[0]]
-    if single_node(job, first):
-        mode = Mode.SINGLE
-    elif job.topology == "nvlink":
-        mode = Mode.GANG
-    else:
-        mode = Mode.SPREAD
-    kept = set(incumbent.nodes if incumbent is not None else ())
+    allowed = set(eligible)
+    kept = {n for n in (incumbent.nodes if incumbent is not None else ()) if n in allowed}
     if mode is Mode.SINGLE:
         scored = []
         for n in eligible:
@@ -104,16 +117,11 @@ def free_job(
     else:
         best = timeline.best_placement(position)
         if best is not None:
-            kept.update(best.nodes)
+            kept.update(n for n in best.nodes if n in allowed)
         if mode is Mode.GANG:
             # Whole nodes of the incumbent's and the best placement's racks.
             racks = {instance.nodes[n].rack for n in kept}
-            size = max(timeline.topologies[n].size for n in kept) if kept else first.size
-            kept.update(
-                n
-                for n in eligible
-                if instance.nodes[n].rack in racks and timeline.topologies[n].size == size
-            )
+            kept.update(n for n in eligible if instance.nodes[n].rack in racks)
     nodes = sorted(kept)
     if not nodes:
         return None

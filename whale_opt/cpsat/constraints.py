@@ -40,6 +40,7 @@ class Constraints:
         self._deferred_start()
         self._start_now_or_later()
         self._exact_gpus_now()
+        self._planned_after_release()
         self._node_capacity()
         self._tenant_quotas()
         self._zone_preference()
@@ -122,6 +123,36 @@ class Constraints:
         for lits in users.values():
             if len(lits) > 1:
                 m.add_at_most_one(lits)
+
+    def _planned_after_release(self) -> None:
+        """A planned NVLink job on a partially linked node starts after some job there ends
+        (a fixed one, or another freed job placed on that node)."""
+        timeline = self.hood.timeline
+        instance = self.hood.instance
+        m = self.model
+        pairs = list(self._pairs())
+        for item, v in pairs:
+            job = instance.queue[item.position]
+            if item.mode is not Mode.SINGLE or job.gpus < 2 or job.topology != "nvlink":
+                continue
+            for n, lit in v.on_node.items():
+                if timeline.topologies[n].clique:
+                    continue
+                reasons: list[cp_model.IntVar] = []
+                release = timeline.first_end[n]
+                if release != float("inf"):
+                    after_fixed = m.new_bool_var("")
+                    m.add(v.start >= int(release)).only_enforce_if(after_fixed)
+                    reasons.append(after_fixed)
+                for other, w in pairs:
+                    if w is v or n not in w.on_node:
+                        continue
+                    duration = other.durations[instance.nodes[n].gpu_type]
+                    after_other = m.new_bool_var("")
+                    m.add_implication(after_other, w.on_node[n])
+                    m.add(v.start >= w.start + duration).only_enforce_if(after_other)
+                    reasons.append(after_other)
+                m.add_bool_or(reasons).only_enforce_if([lit, v.now.Not()])
 
     def _node_capacity(self) -> None:
         """Per node, GPUs, CPU and host memory over time stay within its capacity."""
