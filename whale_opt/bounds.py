@@ -36,6 +36,8 @@ from whale_opt.timeline import ClusterTimeline, Profile
 from whale_opt.topology import popcount
 
 _FOREVER = 2**62
+CHEAP_ABOVE = 500_000  # queued jobs x nodes past which lower_bound skips earliest placements
+MAX_ARCS = 1_500_000  # time buckets are coarsened to keep the flow about this size
 
 
 def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
@@ -127,7 +129,12 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     jobs = [k for k in jobs if supply[k] > 0]
     if not jobs:
         return outside
-    grid = np.array(_buckets(horizon + max(max(instance.durations[k].values()) for k in jobs)))
+    span = horizon + max(max(instance.durations[k].values()) for k in jobs)
+    pairs = sum(len(instance.durations[k]) for k in jobs)
+    ratio = 0.02
+    while len(_buckets(span, ratio=ratio)) * pairs > MAX_ARCS and ratio < 1.0:
+        ratio *= 1.5
+    grid = np.array(_buckets(span, ratio=ratio))
     types = sorted(capacity)
     n_buckets = len(grid) - 1
     # Node ids: jobs, then (type, bucket), then defer, then sink.
@@ -186,5 +193,13 @@ def lower_bound(instance: Instance) -> float:
     """The best analytic lower bound on the objective of any valid decision."""
     if instance.policy.allow_preemption and instance.running:
         return 0.0  # preemption frees capacity at a price these bounds do not model
+    if len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE:
+        # Earliest placements cost a list-scheduling pass: past this size use
+        # release 0 for servable jobs (weaker, still valid, much faster).
+        starts = [
+            0.0 if instance.eligible_types[k] else math.inf for k in range(len(instance.queue))
+        ]
+        ends = [math.inf] * len(instance.queue)
+        return flow_bound(instance, starts, ends)
     starts, ends = earliest_times(instance)
     return max(earliest_end_bound(instance, ends), flow_bound(instance, starts, ends))

@@ -5,9 +5,10 @@ type, each at most ``max_gpus`` GPUs. Every queued job goes to one pool it
 can run in (highest priority first, to the least loaded pool relative to its
 speed-weighted capacity); running jobs stay where they run. Each pool is an
 ordinary instance, solved by any policy; the merged decision is valid for
-the whole cluster because pools share no GPU. Jobs of tenants with a quota
-(which spans pools) stay out of the pools and are list-scheduled last on the
-whole cluster, around the pools' decisions.
+the whole cluster because pools share no GPU. A tenant's quota is split
+over the pools in proportion to what its jobs ask in each; at merge time the
+tenant's jobs are checked against the whole quota in start order, and those
+that would break it are list-scheduled again on the whole cluster.
 
 The merged decision's bound is the analytic bound of the whole instance, so
 the gap stays honest about what the split may cost.
@@ -29,14 +30,14 @@ from whale_opt.policies.base import (
     assemble,
     complete,
     deferral_reason,
-    place_in_order,
+    to_job_decision,
     to_placement,
 )
 from whale_opt.policies.wspt import wspt_order
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import Instance, Tenant
 from whale_opt.timeline import ClusterTimeline
 
-DEFAULT_MAX_GPUS = 1024
+DEFAULT_MAX_GPUS = 512
 
 
 @dataclass(frozen=True)
@@ -70,41 +71,28 @@ def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
 
 
 def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
+    """Each job, highest priority first, to the pool where it would end first if the
+    pool's GPUs were one fluid machine (its backlog plus the job's duration there)."""
     timeline = ClusterTimeline(instance)
-    capacity = [
-        sum(
-            len(instance.nodes[k].healthy_indices)
-            * instance.gpu_types[instance.nodes[k].gpu_type].speed
-            for k in nodes
-        )
-        for nodes in node_sets
-    ]
-    load = [0.0] * len(node_sets)
     where = {k: p for p, nodes in enumerate(node_sets) for k in nodes}
+    gpus = [sum(len(instance.nodes[k].healthy_indices) for k in nodes) or 1 for nodes in node_sets]
+    backlog = [0.0] * len(node_sets)  # seconds of work per GPU already there
+    for held in instance.running:
+        pool = where[instance.parse_gpu(held.gpus[0]).node]
+        backlog[pool] += len(held.gpus) * held.remaining_s / gpus[pool]
     assigned: list[list[int]] = [[] for _ in node_sets]
-    order = sorted(
-        range(len(instance.queue)),
-        key=lambda k: -instance.queue[k].weight / (instance.min_duration(k) or 1),
-    )
-    for position in order:
+    for position in wspt_order(instance):
         job = instance.queue[position]
-        if _quota_tenant(instance, position):
-            continue  # placed across pools at merge time
         options = {where[n] for n in timeline.eligible(position)}
         if not options:
             continue
-        best = min(
-            options,
-            key=lambda p: (
-                load[p]
-                + job.gpus
-                * instance.durations[position][instance.nodes[node_sets[p][0]].gpu_type]
-                / max(capacity[p], 1e-9),
-                p,
-            ),
-        )
-        gpu_type = instance.nodes[node_sets[best][0]].gpu_type
-        load[best] += job.gpus * instance.durations[position][gpu_type] / max(capacity[best], 1e-9)
+
+        duration = {
+            p: instance.durations[position][instance.nodes[node_sets[p][0]].gpu_type]
+            for p in options
+        }
+        best = min(options, key=lambda p: (backlog[p] + duration[p], p))
+        backlog[best] += job.gpus * duration[best] / gpus[best]
         assigned[best].append(position)
     return [
         Pool(tuple(nodes), tuple(sorted(jobs)))
@@ -112,13 +100,29 @@ def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
     ]
 
 
-def _quota_tenant(instance: Instance, position: int) -> bool:
-    tenant = instance.tenants.get(instance.queue[position].tenant)
-    return tenant is not None and tenant.gpu_quota is not None
+def quota_shares(instance: Instance, parts: list[Pool]) -> dict[str, list[int]]:
+    """Per tenant with a quota, each pool's part of it, in proportion to the GPUs its
+    jobs ask there (parts add up to the quota)."""
+    shares: dict[str, list[int]] = {}
+    for name, tenant in instance.tenants.items():
+        if tenant.gpu_quota is None:
+            continue
+        asks = [
+            sum(instance.queue[k].gpus for k in p.jobs if instance.queue[k].tenant == name)
+            for p in parts
+        ]
+        total = sum(asks)
+        split = [tenant.gpu_quota * a // total if total else 0 for a in asks]
+        if total:
+            split[max(range(len(parts)), key=lambda p: asks[p])] += tenant.gpu_quota - sum(split)
+        shares[name] = split
+    return shares
 
 
-def sub_instance(instance: Instance, pool: Pool, time_limit_s: float) -> Instance:
-    """``pool`` as an instance of its own (running jobs cut to its GPUs, no quotas)."""
+def sub_instance(
+    instance: Instance, pool: Pool, quotas: dict[str, int], time_limit_s: float
+) -> Instance:
+    """``pool`` as an instance of its own (running jobs cut to its GPUs, quota parts)."""
     names = {instance.nodes[k].id for k in pool.nodes}
     running = []
     for job in instance.running:
@@ -139,6 +143,7 @@ def sub_instance(instance: Instance, pool: Pool, time_limit_s: float) -> Instanc
         nodes=tuple(instance.nodes[k] for k in pool.nodes),
         running=tuple(running),
         queue=queue,
+        tenants={**instance.tenants, **{n: Tenant(n, q) for n, q in quotas.items()}},
         policy=replace(instance.policy, time_limit_s=time_limit_s),
         now=instance.now,
     )
@@ -163,11 +168,20 @@ def solve_split(
     """Solve ``instance`` pool by pool (``workers`` processes) and merge."""
     started = time.perf_counter()
     parts = pools(instance, max_gpus)
-    busy = [pool for pool in parts if pool.jobs]
-    # Pools run ``workers`` at a time; keep a third of the limit to merge and bound.
+    shares = quota_shares(instance, parts)
+    busy = [k for k, pool in enumerate(parts) if pool.jobs]
+    # Pools run ``workers`` at a time; keep half the limit to split, merge and bound.
     waves = max(1, -(-len(busy) // max(workers, 1)))
-    spare = 0.66 * instance.policy.time_limit_s - (time.perf_counter() - started)
-    subs = [sub_instance(instance, pool, max(0.2, spare / waves)) for pool in busy]
+    spare = 0.5 * instance.policy.time_limit_s - (time.perf_counter() - started)
+    subs = [
+        sub_instance(
+            instance,
+            parts[k],
+            {n: split[k] for n, split in shares.items()},
+            max(0.2, spare / waves),
+        )
+        for k in busy
+    ]
     if solve_one is not None or workers <= 1:
         from whale_opt.solve import solve
 
@@ -177,19 +191,23 @@ def solve_split(
         with ProcessPoolExecutor(max_workers=workers) as executor:
             payloads = [(instance_to_dict(sub), solver, preset) for sub in subs]
             decisions = [decision_from_dict(d) for d in executor.map(_solve_remote, payloads)]
-    return merge(instance, decisions, solver, started)
+    return merge(instance, parts, decisions, solver, started)
 
 
-def merge(instance: Instance, decisions: list[Decision], solver: str, started: float) -> Decision:
+def merge(
+    instance: Instance, parts: list[Pool], decisions: list[Decision], solver: str, started: float
+) -> Decision:
     """One decision for the whole instance from the pools' decisions.
 
-    Jobs of tenants with a quota were kept out of the pools (a quota spans
-    them): they are list-scheduled last, on the whole cluster, around what
-    the pools decided.
+    Pools cannot see each other's share of a tenant's running GPUs, so jobs
+    of tenants with a quota are re-checked against the whole quota, in start
+    order; the few that would break it are list-scheduled again on the
+    whole cluster.
     """
     position = {job.id: k for k, job in enumerate(instance.queue)}
     timeline = ClusterTimeline(instance)
     decided: dict[int, JobDecision] = {}
+    placed = []
     for decision in decisions:
         for item in decision.jobs:
             if item.id in position:
@@ -197,9 +215,40 @@ def merge(instance: Instance, decisions: list[Decision], solver: str, started: f
                 decided[k] = item
                 placement = to_placement(instance, k, item)
                 if placement is not None:
-                    timeline.commit(k, placement)
-    rest = [k for k in wspt_order(instance) if k not in decided and _quota_tenant(instance, k)]
-    place_in_order(instance, rest, timeline, decided)
+                    placed.append((placement.start, k, placement))
+    # Quota jobs a pool deferred may fit elsewhere: try them again too.
+    again = [
+        k
+        for k, item in decided.items()
+        if item.action is Action.DEFERRED
+        and instance.queue[k].tenant in instance.tenants
+        and instance.tenants[instance.queue[k].tenant].gpu_quota is not None
+    ]
+    for start, k, placement in sorted(placed, key=lambda entry: entry[:2]):
+        tenant = instance.tenants.get(instance.queue[k].tenant)
+        if tenant is not None and tenant.gpu_quota is not None:
+            profile = timeline.tenant_profile(tenant.name)
+            if profile.peak(start, placement.end) + instance.queue[k].gpus > tenant.gpu_quota:
+                again.append(k)
+                continue
+        timeline.commit(k, placement)
+    # Re-place within the job's own pool: its nodes are where it was meant to go,
+    # and searching the whole cluster costs more than the round has.
+    home = {k: frozenset(pool.nodes) for pool in parts for k in pool.jobs}
+    retry = set(again)
+    for k in wspt_order(instance):
+        if k not in retry:
+            continue
+        placement = timeline.best_placement(k, within=home.get(k))
+        if placement is None:
+            decided[k] = JobDecision(
+                instance.queue[k].id,
+                Action.DEFERRED,
+                reason=deferral_reason(instance, k, timeline),
+            )
+            continue
+        timeline.commit(k, placement)
+        decided[k] = to_job_decision(instance, k, placement)
     for k, job in enumerate(instance.queue):
         if k not in decided:
             decided[k] = JobDecision(
@@ -209,7 +258,7 @@ def merge(instance: Instance, decisions: list[Decision], solver: str, started: f
     statuses = {d.status for d in decisions}
     status = (
         Status.FEASIBLE
-        if Status.FEASIBLE in statuses or Status.OPTIMAL in statuses
+        if statuses & {Status.FEASIBLE, Status.OPTIMAL}
         else (Status.GREEDY_FALLBACK)
     )
     return assemble(instance, solver, jobs, status, lower_bound(instance), started)

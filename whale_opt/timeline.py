@@ -139,9 +139,10 @@ class ClusterTimeline:
         self.cpu_use = [Profile() for _ in range(n)]
         self.mem_use = [Profile() for _ in range(n)]
         self.tenant_use: dict[str, Profile] = {}
-        self._eligible: dict[int, tuple[int, ...]] = {}
+        self._eligible: dict[tuple[tuple[str, ...], int, str], tuple[int, ...]] = {}
         self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
         self.first_end: list[float] = [INF] * n  # first end of any job on the node
+        self._quota_memo: dict[tuple[str, int, int, int], float] = {}
         for job in instance.running:
             if job.id in preempted:
                 continue
@@ -168,6 +169,7 @@ class ClusterTimeline:
         twin._eligible = self._eligible
         twin._first_free = [dict(cache) for cache in self._first_free]
         twin.first_end = list(self.first_end)
+        twin._quota_memo = {}
         return twin
 
     # -- bookkeeping ---------------------------------------------------------
@@ -190,6 +192,7 @@ class ClusterTimeline:
             self.cpu_use[node].add(start, end, cpu * count / total)
             self.mem_use[node].add(start, end, memory_gb * count / total)
         self.tenant_profile(tenant).add(start, end, total)
+        self._quota_memo.clear()
 
     def tenant_profile(self, tenant: str) -> Profile:
         """The GPU usage profile of ``tenant``."""
@@ -199,9 +202,12 @@ class ClusterTimeline:
 
     def eligible(self, position: int) -> tuple[int, ...]:
         """Nodes that could ever hold (part of) queued job ``position``."""
-        if position not in self._eligible:
-            self._eligible[position] = eligible_nodes(self.instance, position, self.topologies)
-        return self._eligible[position]
+        job = self.instance.queue[position]
+        # Eligibility depends only on the job's shape: share it between alike jobs.
+        shape = (self.instance.eligible_types[position], job.gpus, job.topology)
+        if shape not in self._eligible:
+            self._eligible[shape] = eligible_nodes(self.instance, position, self.topologies)
+        return self._eligible[shape]
 
     def commit(self, position: int, placement: Placement) -> None:
         """Record ``placement`` of queued job ``position``."""
@@ -255,9 +261,16 @@ class ClusterTimeline:
         quota = self.instance.tenants.get(job.tenant)
         if quota is None or quota.gpu_quota is None or start == INF:
             return start
-        return self.tenant_profile(job.tenant).earliest(
-            int(start), duration, job.gpus, quota.gpu_quota, give_up
-        )
+        # Many nodes ask the same question of the tenant's profile: remember answers
+        # until the next commit changes it.
+        key = (job.tenant, job.gpus, duration, int(start))
+        found = self._quota_memo.get(key)
+        if found is None:
+            found = self.tenant_profile(job.tenant).earliest(
+                int(start), duration, job.gpus, quota.gpu_quota
+            )
+            self._quota_memo[key] = found
+        return found if found <= give_up else INF
 
     def node_fit(self, node: int, start: int, duration: int, gpus: int, job: QueuedJob) -> float:
         """Earliest t >= start at which ``gpus`` of ``job`` fit on ``node`` and in its quota."""
@@ -317,6 +330,7 @@ class ClusterTimeline:
         *,
         by_start: bool = False,
         gpu_type: str | None = None,
+        within: frozenset[int] | None = None,
     ) -> Placement | None:
         """The placement of job ``position`` that ends earliest (ties: tightest fit).
 
@@ -324,7 +338,7 @@ class ClusterTimeline:
         later starts need free GPU counts. None when nothing fits by
         ``latest_start`` (default: the horizon). ``by_start`` picks the
         earliest start instead of the earliest end; ``gpu_type`` allows only
-        that type.
+        that type, ``within`` only those nodes.
         """
         job = self.instance.queue[position]
         horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
@@ -334,6 +348,8 @@ class ClusterTimeline:
         # node, or takes whole nodes, depends on the node's size.
         groups: dict[tuple[str, int], list[int]] = {}
         for node in self.eligible(position):
+            if within is not None and node not in within:
+                continue
             node_type = self.instance.nodes[node].gpu_type
             size = self.topologies[node].size if job.topology == "nvlink" else 0
             if gpu_type is None or node_type == gpu_type:
