@@ -26,7 +26,7 @@ lint: setup
 	$(BIN)/mypy
 
 bench: setup
-	$(BIN)/python -m bench.run
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) demo-decision.json .pytest_cache .mypy_cache .ruff_cache

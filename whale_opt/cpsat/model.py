@@ -135,7 +135,9 @@ class CpSatPolicy:
         if instance.queue and bound < value - 1e-9:
             spare = deadline - time.perf_counter()
             stop = time.perf_counter() + spare * preset.search_share
-            moves = preset.search_moves if preset.deterministic else None
+            moves = None
+            if preset.deterministic:  # counted moves, not time, decide when to stop
+                stop, moves = deadline, preset.search_moves
             found, found_value = improve(
                 instance, [greedy_order], stop, instance.policy.seed, moves
             )
