@@ -32,6 +32,7 @@ from whale_opt.policies.base import (
     deferral_reason,
     to_job_decision,
     to_placement,
+    unjustified_plans,
 )
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance, Tenant
@@ -194,6 +195,11 @@ def solve_split(
     return merge(instance, parts, decisions, solver, started)
 
 
+def _has_quota(instance: Instance, position: int) -> bool:
+    tenant = instance.tenants.get(instance.queue[position].tenant)
+    return tenant is not None and tenant.gpu_quota is not None
+
+
 def merge(
     instance: Instance, parts: list[Pool], decisions: list[Decision], solver: str, started: float
 ) -> Decision:
@@ -205,39 +211,43 @@ def merge(
     whole cluster.
     """
     position = {job.id: k for k, job in enumerate(instance.queue)}
-    timeline = ClusterTimeline(instance)
     decided: dict[int, JobDecision] = {}
-    placed = []
     for decision in decisions:
         for item in decision.jobs:
             if item.id in position:
-                k = position[item.id]
-                decided[k] = item
-                placement = to_placement(instance, k, item)
-                if placement is not None:
-                    placed.append((placement.start, k, placement))
+                decided[position[item.id]] = item
+    placements = {k: to_placement(instance, k, item) for k, item in decided.items()}
     # Quota jobs a pool deferred may fit elsewhere: try them again too.
-    again = [
-        k
-        for k, item in decided.items()
-        if item.action is Action.DEFERRED
-        and instance.queue[k].tenant in instance.tenants
-        and instance.tenants[instance.queue[k].tenant].gpu_quota is not None
-    ]
-    for start, k, placement in sorted(placed, key=lambda entry: entry[:2]):
-        tenant = instance.tenants.get(instance.queue[k].tenant)
-        if tenant is not None and tenant.gpu_quota is not None:
-            profile = timeline.tenant_profile(tenant.name)
-            if profile.peak(start, placement.end) + instance.queue[k].gpus > tenant.gpu_quota:
-                again.append(k)
+    again = {
+        k for k, placement in placements.items() if placement is None and _has_quota(instance, k)
+    }
+    quota_use = ClusterTimeline(instance)  # for the tenants' use only
+    placed = {k: p for k, p in placements.items() if p is not None}
+    for k in sorted(placed, key=lambda k: (placed[k].start, k)):
+        job = instance.queue[k]
+        if _has_quota(instance, k):
+            quota = instance.tenants[job.tenant].gpu_quota or 0
+            use = quota_use.tenant_profile(job.tenant)
+            if use.peak(placed[k].start, placed[k].end) + job.gpus > quota:
+                again.add(k)
                 continue
-        timeline.commit(k, placement)
+            use.add(placed[k].start, placed[k].end, job.gpus)
+    # Taking jobs out may leave planned NVLink jobs without the end they waited for.
+    while True:
+        kept = {k: item for k, item in decided.items() if k not in again}
+        lost = unjustified_plans(instance, kept)
+        if not lost:
+            break
+        again |= lost
+    timeline = ClusterTimeline(instance)
+    for k, fixed in placed.items():
+        if k not in again:
+            timeline.commit(k, fixed)
     # Re-place within the job's own pool: its nodes are where it was meant to go,
     # and searching the whole cluster costs more than the round has.
     home = {k: frozenset(pool.nodes) for pool in parts for k in pool.jobs}
-    retry = set(again)
     for k in wspt_order(instance):
-        if k not in retry:
+        if k not in again:
             continue
         placement = timeline.best_placement(k, within=home.get(k))
         if placement is None:

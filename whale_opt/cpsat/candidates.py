@@ -50,6 +50,9 @@ class Neighbourhood:
     timeline: ClusterTimeline
     jobs: list[FreeJob]
     incumbent: dict[int, JobDecision]
+    # (node, start) of fixed planned NVLink jobs on partially linked nodes that only
+    # a freed job ending there by that start can justify (the checker's release rule).
+    needs_release: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _connected_masks(timeline: ClusterTimeline, node: int, size: int, limit: int) -> list[int]:

@@ -153,6 +153,18 @@ class Constraints:
                     m.add(v.start >= w.start + duration).only_enforce_if(after_other)
                     reasons.append(after_other)
                 m.add_bool_or(reasons).only_enforce_if([lit, v.now.Not()])
+        # Fixed plans that relied on a freed job ending on their node keep a reason.
+        for n, start in self.hood.needs_release:
+            reasons = []
+            for other, w in pairs:
+                if n not in w.on_node:
+                    continue
+                duration = other.durations[instance.nodes[n].gpu_type]
+                ends_before = m.new_bool_var("")
+                m.add_implication(ends_before, w.on_node[n])
+                m.add(w.start + duration <= start).only_enforce_if(ends_before)
+                reasons.append(ends_before)
+            m.add_bool_or(reasons)
 
     def _node_capacity(self) -> None:
         """Per node, GPUs, CPU and host memory over time stay within its capacity."""

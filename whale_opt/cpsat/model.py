@@ -41,6 +41,7 @@ from whale_opt.policies.base import (
     complete,
     deferral_reason,
     list_schedule,
+    placement_waits,
     to_job_decision,
     to_placement,
 )
@@ -257,6 +258,18 @@ def make_neighbourhood(
         placement = to_placement(instance, position, item)
         if placement is not None:
             timeline.commit(position, placement)
+    needs_release = []
+    for position, item in incumbent.items():
+        placement = to_placement(instance, position, item)
+        if (
+            position in free
+            or placement is None
+            or not placement_waits(instance, position, placement)
+        ):
+            continue
+        node = placement.nodes[0]
+        if timeline.first_end[node] > placement.start:
+            needs_release.append((node, placement.start))
     jobs: list[FreeJob] = []
     for position in sorted(free):
         choice = free_job(
@@ -268,7 +281,7 @@ def make_neighbourhood(
         )
         if choice is not None:
             jobs.append(choice)
-    return Neighbourhood(instance, timeline, jobs, incumbent)
+    return Neighbourhood(instance, timeline, jobs, incumbent, needs_release)
 
 
 def solve_neighbourhood(
