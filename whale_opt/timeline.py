@@ -27,6 +27,7 @@ from whale_opt.topology import (
 
 INF = math.inf
 EPS = 1e-9
+PREFERENCES = ("end", "best-fit", "frag-aware")
 
 
 class Profile:
@@ -126,12 +127,16 @@ class ClusterTimeline:
         preempted: frozenset[str] = frozenset(),
         *,
         wait_for_release: bool = True,
+        prefer: str = "end",
     ) -> None:
         # wait_for_release: an NVLink job is planned on a partially linked node no
         # earlier than the first end of a job there (the checker's rule); bounds
         # relax it (False).
+        if prefer not in PREFERENCES:
+            raise ValueError(f"unknown placement preference {prefer!r}; choose {PREFERENCES}")
         self.instance = instance
         self.wait_for_release = wait_for_release
+        self.prefer = prefer
         self.topologies = topologies if topologies is not None else node_topologies(instance)
         self.free_now = [topo.healthy for topo in self.topologies]
         n = len(instance.nodes)
@@ -160,6 +165,7 @@ class ClusterTimeline:
         twin = object.__new__(ClusterTimeline)
         twin.instance = self.instance
         twin.wait_for_release = self.wait_for_release
+        twin.prefer = self.prefer
         twin.topologies = self.topologies
         twin.free_now = list(self.free_now)
         twin.gpu_use = [p.copy() for p in self.gpu_use]
@@ -342,7 +348,7 @@ class ClusterTimeline:
         """
         job = self.instance.queue[position]
         horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
-        best: tuple[float, int, int, int] | None = None
+        best: tuple[float, ...] | None = None
         chosen: Placement | None = None
         # Nodes by type, and for NVLink jobs by size too: whether a job fits one
         # node, or takes whole nodes, depends on the node's size.
@@ -360,24 +366,40 @@ class ClusterTimeline:
         ):
             duration = self.instance.durations[position][name]
             latest = horizon
-            if best is not None and not by_start:
-                latest = min(horizon, int(best[0]) - duration)
+            if best is not None:
+                # Nothing starting later than this can beat the best key found.
+                latest = min(
+                    horizon, int(best[0]) - (0 if by_start or self.prefer != "end" else duration)
+                )
             if latest < 0:
                 continue
             for placement in self._type_placements(job, duration, name, nodes, latest):
-                leftover = (
-                    sum(
-                        popcount(self.free_now[n]) - c
-                        for n, c in zip(placement.nodes, placement.counts, strict=True)
-                    )
-                    if placement.start == 0
-                    else 0
-                )
-                first = placement.start if by_start else placement.end
-                key = (first, leftover, len(placement.nodes), placement.nodes[0])
+                key = self._key(placement, by_start)
                 if best is None or key < best:
                     best, chosen = key, placement
         return chosen
+
+    def _key(self, placement: Placement, by_start: bool) -> tuple[float, ...]:
+        """How good a placement is under the timeline's preference (lower is better).
+
+        ``end``: earliest end, then tightest fit. ``best-fit``: earliest start,
+        then the fewest GPUs left free on the chosen nodes. ``frag-aware``:
+        earliest start, then the largest NVLink blocks left free.
+        """
+        leftover = 0
+        blocks = 0
+        if placement.start == 0:
+            for n, c, mask in zip(placement.nodes, placement.counts, placement.masks, strict=True):
+                leftover += popcount(self.free_now[n]) - c
+                blocks += self.topologies[n].largest_block(self.free_now[n] & ~mask)
+        tail = (len(placement.nodes), placement.nodes[0])
+        if by_start:
+            return (placement.start, leftover, placement.end, *tail)
+        if self.prefer == "best-fit":
+            return (placement.start, leftover, placement.end, *tail)
+        if self.prefer == "frag-aware":
+            return (placement.start, -blocks, leftover, placement.end, *tail)
+        return (placement.end, leftover, *tail)
 
     def _type_placements(
         self, job: QueuedJob, duration: int, gpu_type: str, nodes: list[int], horizon: int

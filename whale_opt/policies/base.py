@@ -159,10 +159,17 @@ def complete(instance: Instance, decided: dict[int, JobDecision]) -> list[JobDec
 
 
 def list_schedule(
-    instance: Instance, order: Sequence[int], timeline: ClusterTimeline | None = None
+    instance: Instance,
+    order: Sequence[int],
+    timeline: ClusterTimeline | None = None,
+    *,
+    prefer: str = "end",
 ) -> list[JobDecision]:
-    """Serial schedule generation over ``order``; jobs not in it are deferred."""
-    timeline = ClusterTimeline(instance) if timeline is None else timeline
+    """Serial schedule generation over ``order``; jobs not in it are deferred.
+
+    ``prefer`` is the placement preference (see :data:`whale_opt.timeline.PREFERENCES`).
+    """
+    timeline = ClusterTimeline(instance, prefer=prefer) if timeline is None else timeline
     decided: dict[int, JobDecision] = {}
     place_in_order(instance, order, timeline, decided)
     return complete(instance, decided)
