@@ -334,6 +334,8 @@ def _queued_dict(job: QueuedJob) -> dict[str, Any]:
         out["duration_by_type_s"] = dict(job.duration_by_type_s)
     if job.zone is not None:
         out["zone"] = job.zone
+    if job.attained_gpu_s:
+        out["attained_gpu_s"] = job.attained_gpu_s
     return out
 
 

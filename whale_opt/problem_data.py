@@ -210,6 +210,8 @@ class QueuedJob:
 
     ``duration_s`` is the run time on a GPU of speed 1.0;
     ``duration_by_type_s`` (type, seconds) pairs override it per GPU type.
+    ``attained_gpu_s`` is the GPU-seconds of service it already had before
+    being requeued (least-attained-service policies rank by it).
     """
 
     id: str
@@ -226,6 +228,7 @@ class QueuedJob:
     preemptible: bool = True
     zone: str | None = None
     duration_by_type_s: tuple[tuple[str, int], ...] = ()
+    attained_gpu_s: float = 0.0
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
@@ -257,6 +260,7 @@ class QueuedJob:
                 "must be an integer >= 1",
             )
         _nonneg("min_gpu_memory_gb", self.min_gpu_memory_gb)
+        _nonneg("attained_gpu_s", self.attained_gpu_s)
         _nonneg("cpu", self.cpu)
         _nonneg("memory_gb", self.memory_gb)
         _positive("weight", self.weight)

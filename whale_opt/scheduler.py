@@ -127,6 +127,7 @@ class Scheduler:
                 for name, seconds in job.duration_by_type_s
             ),
             submitted_at=job.submitted_at,
+            attained_gpu_s=job.attained_gpu_s + len(held.gpus) * max(0, now - held.started_at),
         )
         self.queue[job_id] = again
         log.info("requeued %s with %.0f%% of its work at t=%d", job_id, 100 * fraction, now)
