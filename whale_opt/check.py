@@ -12,10 +12,9 @@ Rules beyond FORMAT.md's wording, kept in one place here:
   ids are reserved for the future), with CPU, host memory and quotas;
 - a tenant already over quota through running jobs may keep them, but no
   started or planned job of that tenant may run while it is over;
-- a planned NVLink job (2+ GPUs on one node) on a node whose GPUs are not all
-  linked starts no earlier than the first end of a job on that node: GPU ids
-  are not reserved for the future, so before anything ends there the only
-  GPUs it could get are today's, which did not hold a linked set.
+- the release rule of :mod:`whale_opt.rules`: a planned NVLink job on a node
+  whose GPUs are not all linked starts no earlier than the first end of a
+  job on that node.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 
 from whale_opt.decision import Action, Decision, JobDecision, objective
 from whale_opt.problem_data import FieldError, Instance, QueuedJob
+from whale_opt.rules import unreleased_plans
 from whale_opt.topology import NodeTopology, node_can_host, node_topologies, popcount
 
 TOLERANCE = 1e-6
@@ -84,7 +84,7 @@ class _Checker:
             elif item.action is Action.PLANNED:
                 self._planned(position, job, item)
         self._capacity()
-        self._planned_after_release(items)
+        self._planned_after_release()
         self._quotas()
         self._summary()
         return self.violations
@@ -337,38 +337,16 @@ class _Checker:
                         f"node {node.id} {label} reach {level:g} > {limit:g} at t={when}",
                     )
 
-    def _planned_after_release(self, items: dict[str, JobDecision]) -> None:
-        """A planned NVLink job on a partially linked node waits for a job there to end.
-
-        GPU ids are not reserved for the future, so which GPUs will be free,
-        and whether they will be linked, is unknown until something on the
-        node ends; planning earlier would promise what the node cannot keep.
-        """
-        first_end: dict[int, int] = {}
-        for use in self.uses:
-            if use.end > 0:
-                first_end[use.node] = min(first_end.get(use.node, use.end), use.end)
-        for job in self.instance.queue:
-            item = items.get(job.id)
-            if item is None or item.action is not Action.PLANNED or len(item.nodes) != 1:
-                continue
-            if (
-                job.topology != "nvlink"
-                or job.gpus < 2
-                or item.nodes[0] not in self.instance.node_index
-            ):
-                continue
-            node = self.instance.node_index[item.nodes[0]]
-            if self.topologies[node].clique:
-                continue
-            release = first_end.get(node)
-            if release is None or (item.start_s or 0) < release:
-                self.flag(
-                    job.id,
-                    "nvlink",
-                    f"planned at {item.start_s} on partially linked node {item.nodes[0]}"
-                    f" before anything there ends (first end: {release})",
-                )
+    def _planned_after_release(self) -> None:
+        """Planned NVLink jobs on partly linked nodes wait for a job there to end."""
+        for job_id, release in unreleased_plans(self.instance, self.decision.jobs).items():
+            item = self.decision.job(job_id)
+            self.flag(
+                job_id,
+                "nvlink",
+                f"planned at {item.start_s} on partially linked node {item.nodes[0]}"
+                f" before anything there ends (first end: {release})",
+            )
 
     def _quotas(self) -> None:
         """No started or planned job while its tenant is over its GPU quota."""

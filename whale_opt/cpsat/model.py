@@ -41,13 +41,13 @@ from whale_opt.policies.base import (
     complete,
     deferral_reason,
     list_schedule,
-    placement_waits,
     to_job_decision,
     to_placement,
 )
 from whale_opt.policies.search import improve
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
+from whale_opt.rules import waits_for_release
 from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import NodeTopology, choose_gpus, node_topologies
 
@@ -264,7 +264,8 @@ def make_neighbourhood(
         if (
             position in free
             or placement is None
-            or not placement_waits(instance, position, placement)
+            or not waits_for_release(instance, instance.queue[position], placement.nodes)
+            or placement.start == 0
         ):
             continue
         node = placement.nodes[0]

@@ -8,8 +8,9 @@ from typing import Protocol
 
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.problem_data import Instance
+from whale_opt.rules import unreleased_plans
 from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import mask_to_ids, nvlink_edges, popcount
+from whale_opt.topology import mask_to_ids, popcount
 
 
 class SchedulingPolicy(Protocol):
@@ -58,39 +59,10 @@ def to_placement(instance: Instance, position: int, item: JobDecision) -> Placem
     return None
 
 
-def placement_waits(instance: Instance, position: int, placement: Placement) -> bool:
-    """Whether a planned placement falls under the release rule: an NVLink job of
-    2+ GPUs planned on one node whose healthy GPUs are not all linked."""
-    job = instance.queue[position]
-    if placement.start == 0 or len(placement.nodes) != 1 or job.gpus < 2:
-        return False
-    if job.topology != "nvlink":
-        return False
-    node = instance.nodes[placement.nodes[0]]
-    healthy = node.healthy_indices
-    linked = {(min(a, b), max(a, b)) for a, b in nvlink_edges(node.nvlink, node.gpus)}
-    return any((a, b) not in linked for i, a in enumerate(healthy) for b in healthy[i + 1 :])
-
-
 def unjustified_plans(instance: Instance, decided: dict[int, JobDecision]) -> set[int]:
-    """Planned jobs that break the release rule: nothing on their node ends by their start."""
-    first_end: dict[int, int] = {}
-    for job in instance.running:
-        for gpu in job.gpus:
-            node = instance.parse_gpu(gpu).node
-            first_end[node] = min(first_end.get(node, job.remaining_s), job.remaining_s)
-    placements = {k: to_placement(instance, k, item) for k, item in decided.items()}
-    for placement in placements.values():
-        if placement is not None and placement.end > 0:
-            for node in placement.nodes:
-                first_end[node] = min(first_end.get(node, placement.end), placement.end)
-    return {
-        k
-        for k, placement in placements.items()
-        if placement is not None
-        and placement_waits(instance, k, placement)
-        and first_end.get(placement.nodes[0], placement.start + 1) > placement.start
-    }
+    """Queue positions of planned jobs that break the release rule (:mod:`whale_opt.rules`)."""
+    position = {instance.queue[k].id: k for k in decided}
+    return {position[job_id] for job_id in unreleased_plans(instance, decided.values())}
 
 
 def deferral_reason(instance: Instance, position: int, timeline: ClusterTimeline) -> str:
