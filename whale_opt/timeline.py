@@ -384,21 +384,25 @@ class ClusterTimeline:
 
         ``end``: earliest end, then tightest fit. ``best-fit``: earliest start,
         then the fewest GPUs left free on the chosen nodes. ``frag-aware``:
-        earliest start, then the largest NVLink blocks left free.
+        earliest start, then the least shrinking of the chosen nodes' largest
+        free NVLink blocks, then the tightest fit.
         """
         leftover = 0
-        blocks = 0
+        shrink = 0  # how much the placement shrinks its nodes' largest free NVLink blocks
         if placement.start == 0:
             for n, c, mask in zip(placement.nodes, placement.counts, placement.masks, strict=True):
+                topo = self.topologies[n]
                 leftover += popcount(self.free_now[n]) - c
-                blocks += self.topologies[n].largest_block(self.free_now[n] & ~mask)
+                shrink += topo.largest_block(self.free_now[n]) - topo.largest_block(
+                    self.free_now[n] & ~mask
+                )
         tail = (len(placement.nodes), placement.nodes[0])
         if by_start:
             return (placement.start, leftover, placement.end, *tail)
         if self.prefer == "best-fit":
             return (placement.start, leftover, placement.end, *tail)
         if self.prefer == "frag-aware":
-            return (placement.start, -blocks, leftover, placement.end, *tail)
+            return (placement.start, shrink, leftover, placement.end, *tail)
         return (placement.end, leftover, *tail)
 
     def _type_placements(

@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from whale_opt.policies.base import SchedulingPolicy as SchedulingPolicy
+from whale_opt.policies.best_fit import BestFitPolicy as BestFitPolicy
+from whale_opt.policies.fifo import FifoPolicy as FifoPolicy
+from whale_opt.policies.frag_aware import FragAwarePolicy as FragAwarePolicy
+from whale_opt.policies.hybrid import HybridPolicy as HybridPolicy
+from whale_opt.policies.las import LasPolicy as LasPolicy
+from whale_opt.policies.ordered import OrderedPolicy as OrderedPolicy
+from whale_opt.policies.sjf import SjfPolicy as SjfPolicy
 from whale_opt.policies.wspt import WsptPolicy as WsptPolicy
 
 
@@ -16,8 +23,14 @@ def _cpsat(preset: str | None = None) -> SchedulingPolicy:
 
 
 REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {
+    "fifo": FifoPolicy,
+    "sjf": SjfPolicy,
     "wspt": WsptPolicy,
-    "greedy": WsptPolicy,
+    "greedy": WsptPolicy,  # alias: the greedy is WSPT
+    "best-fit": BestFitPolicy,
+    "frag-aware": FragAwarePolicy,
+    "las": LasPolicy,
+    "hybrid": HybridPolicy,
     "cpsat": _cpsat,
 }
 
