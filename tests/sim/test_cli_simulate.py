@@ -1,0 +1,82 @@
+"""``whale-opt simulate`` end to end on a tiny trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+
+from whale_opt.cli import main
+from whale_opt.io import write_instance
+from whale_opt.problem_data import Instance
+from whale_opt.sim import synthetic_trace, write_trace
+
+
+def test_simulate_writes_summary_tables_and_plots(tmp_path: Path, cluster: Instance) -> None:
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(20, cluster, seed=7))
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            str(tmp_path / "trace.csv"),
+            "--cluster",
+            str(tmp_path / "cluster.json"),
+            "--policy",
+            "wspt",
+            "--policy",
+            "greedy",
+            "--mtbf",
+            "500000",
+            "--noise",
+            "0.3",
+            "--check",
+            "-o",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "avg_jct_s" in result.stdout and "wspt" in result.stdout
+    summary = pd.read_csv(out / "summary.csv", index_col=0)
+    assert list(summary.columns) == ["wspt", "greedy"]
+    assert summary.loc["completed", "wspt"] == 20
+    for name in ("queue.png", "utilisation.png", "jct_cdf.png"):
+        assert (out / name).read_bytes().startswith(b"\x89PNG")
+    jobs = pd.read_csv(out / "wspt-jobs.csv")
+    assert len(jobs) == 20 and set(jobs["status"]) == {"completed"}
+
+
+def test_simulate_bad_trace_is_one_line(tmp_path: Path, cluster: Instance) -> None:
+    write_instance(tmp_path / "cluster.json", cluster)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60}\n{"id": \n')
+    result = CliRunner().invoke(
+        main, ["simulate", str(trace), "--cluster", str(tmp_path / "cluster.json")]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {trace}: line 2: malformed JSON: Expecting value (column 8)"
+    ]
+
+
+def test_simulate_trace_type_missing_from_cluster(tmp_path: Path, cluster: Instance) -> None:
+    write_instance(tmp_path / "cluster.json", cluster)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60, "gpu_types": ["TPU"]}\n'
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            str(trace),
+            "--cluster",
+            str(tmp_path / "cluster.json"),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "job 'a' names GPU types the cluster lacks: TPU" in result.stderr

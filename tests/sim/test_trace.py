@@ -1,0 +1,114 @@
+"""Trace files: round trips, and errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from whale_opt.io import InputError
+from whale_opt.problem_data import Instance
+from whale_opt.sim import read_outages, read_trace, synthetic_trace, write_trace
+
+
+def error_of(path: Path, text: str) -> str:
+    path.write_text(text, "utf-8")
+    with pytest.raises(InputError) as caught:
+        read_trace(path)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_round_trip(tmp_path: Path, cluster: Instance, suffix: str) -> None:
+    trace = synthetic_trace(30, cluster, seed=1)
+    write_trace(tmp_path / f"t{suffix}", trace)
+    assert read_trace(tmp_path / f"t{suffix}") == trace
+
+
+def test_fields_defaults_and_conversions(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "id,submit_s,gpus,duration_s,gpu_types,duration_by_type_s,preemptible\n"
+        "a,0.5,2,99.2,A100-80G|H100-80G,,no\n"
+        "b,10,1,,,A100-80G=3600|V100-32G=8000,\n",
+        "utf-8",
+    )
+    a, b = read_trace(path)
+    assert (a.submit_s, a.duration_s, a.gpu_types, a.preemptible) == (
+        1,
+        100,
+        ("A100-80G", "H100-80G"),
+        False,
+    )
+    assert b.duration_by_type_s == (("A100-80G", 3600), ("V100-32G", 8000))
+    assert (b.weight, b.tenant, b.topology) == (1.0, "default", "nvlink")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60}\n{"id": "b", "gpus": 1,\n',
+            "line 2: malformed JSON",
+        ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 0, "duration_s": 60}\n',
+            "line 1: gpus: must be an integer >= 1 (got 0)",
+        ),
+        ('{"id": "a", "submit_s": 0, "gpus": "two", "duration_s": 60}\n', "line 1: gpus: must be"),
+        (
+            '\n\n{"id": "a", "submit_s": 0, "gpu": 1, "duration_s": 60}\n',
+            "line 3: unknown field 'gpu' (did you mean 'gpus'?)",
+        ),
+        ('{"id": "a", "gpus": 1, "duration_s": 60}\n', "line 1: submit_s: is required"),
+        ('{"id": "a", "submit_s": 0, "gpus": 1}\n', "line 1: duration_s: give duration_s"),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9, "topology": "ring"}\n',
+            "line 1: topology: must be one of",
+        ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9}\n'
+            '{"id": "a", "submit_s": 5, "gpus": 1, "duration_s": 9}\n',
+            "line 2: id: duplicate job id 'a' (first on line 1)",
+        ),
+        ("[1, 2]\n", "line 1: must be one JSON object"),
+        ("", "has no jobs"),
+    ],
+)
+def test_jsonl_errors_name_file_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "trace.jsonl"
+    message = error_of(path, text)
+    assert message.startswith(f"{path}: ")
+    assert expected in message
+
+
+def test_csv_errors_name_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    header = "id,submit_s,gpus,duration_s\n"
+    assert "line 3: must have 4 comma-separated cells" in error_of(
+        path, header + "a,0,1,60\nb,0,1\n"
+    )
+    assert "line 2: duration_s: must be a number (got 'soon')" in error_of(
+        path, header + "a,0,1,soon\n"
+    )
+
+
+def test_unknown_suffix_and_missing_file(tmp_path: Path) -> None:
+    assert "unknown trace format '.txt'" in error_of(tmp_path / "trace.txt", "x")
+    with pytest.raises(InputError, match="cannot read"):
+        read_trace(tmp_path / "absent.csv")
+
+
+def test_outages(tmp_path: Path) -> None:
+    path = tmp_path / "failures.jsonl"
+    path.write_text(
+        '{"node": "a01", "at_s": 60, "repair_s": 600}\n'
+        '{"node": "v01", "at_s": 90, "repair_s": 60, "gpu": 3}\n',
+        "utf-8",
+    )
+    first, second = read_outages(path)
+    assert (first.node, first.at_s, first.repair_s, first.gpu) == ("a01", 60, 600, None)
+    assert second.gpu == 3
+    path.write_text('{"node": "a01", "at_s": 60, "repair_s": 0}\n', "utf-8")
+    with pytest.raises(InputError, match=r"line 1: repair_s: must be an int >= 1"):
+        read_outages(path)
