@@ -203,3 +203,8 @@ def lower_bound(instance: Instance) -> float:
         return flow_bound(instance, starts, ends)
     starts, ends = earliest_times(instance)
     return max(earliest_end_bound(instance, ends), flow_bound(instance, starts, ends))
+
+
+def reported_bound(instance: Instance) -> float:
+    """The bound a decision reports: :func:`lower_bound`, or 0 when the policy turns it off."""
+    return lower_bound(instance) if instance.policy.report_bound else 0.0

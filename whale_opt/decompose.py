@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whale_opt.bounds import lower_bound
+from whale_opt.bounds import reported_bound
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.io import decision_from_dict, decision_to_dict, instance_from_dict, instance_to_dict
 from whale_opt.policies.base import (
@@ -271,4 +271,4 @@ def merge(
         if statuses & {Status.FEASIBLE, Status.OPTIMAL}
         else (Status.GREEDY_FALLBACK)
     )
-    return assemble(instance, solver, jobs, status, lower_bound(instance), started)
+    return assemble(instance, solver, jobs, status, reported_bound(instance), started)

@@ -272,6 +272,7 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
             "seed": instance.policy.seed,
             "zone_penalty_s": instance.policy.zone_penalty_s,
             "allow_preemption": instance.policy.allow_preemption,
+            "report_bound": instance.policy.report_bound,
         },
     }
 

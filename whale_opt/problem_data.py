@@ -297,7 +297,8 @@ class Policy:
     ``zone_penalty_s`` is the price, in weighted seconds per unit of weight,
     of placing a job outside its preferred zone; ``allow_preemption`` lets a
     decision preempt preemptible running jobs (off: every running job keeps
-    its GPUs).
+    its GPUs); ``report_bound`` off skips the analytic lower bound (reported
+    as 0), for simulations where nobody reads it.
     """
 
     time_limit_s: float = 10.0
@@ -305,6 +306,7 @@ class Policy:
     seed: int = 0
     zone_penalty_s: int = 3600
     allow_preemption: bool = False
+    report_bound: bool = True
 
     def __post_init__(self) -> None:
         _positive("time_limit_s", self.time_limit_s)

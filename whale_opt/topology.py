@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import networkx as nx
 
@@ -46,15 +46,17 @@ def gpu_key(node_id: str, index: int) -> tuple[str, str]:
     return ("gpu", f"{node_id}/{index}")
 
 
-def build_graph(instance: Instance) -> nx.Graph:
-    """The cluster as a graph: GPU - server - rack - spine, plus NVLink edges.
+def build_graph(cluster: Instance | tuple[Node, ...]) -> nx.Graph:
+    """The cluster (an instance or its nodes) as a graph: GPU - server - rack - spine,
+    plus NVLink edges.
 
     GPU vertices carry ``node``, ``index``, ``gpu_type`` and ``healthy``;
     NVLink edges carry ``kind="nvlink"`` and ``bandwidth_gbps``.
     """
+    nodes = cluster if isinstance(cluster, tuple) else cluster.nodes
     graph = nx.Graph()
     graph.add_node(("spine",), kind="spine")
-    for node in instance.nodes:
+    for node in nodes:
         server = ("node", node.id)
         rack = ("rack", node.rack)
         graph.add_node(rack, kind="rack")
@@ -164,10 +166,24 @@ class NodeTopology:
 
 
 def node_topologies(instance: Instance, graph: nx.Graph | None = None) -> tuple[NodeTopology, ...]:
-    """One :class:`NodeTopology` per node, read off the topology graph."""
-    graph = build_graph(instance) if graph is None else graph
+    """One :class:`NodeTopology` per node, read off the topology graph.
+
+    Without ``graph``, the result is memoised on the (immutable) node list:
+    rounds on an unchanged cluster do not rebuild the graph.
+    """
+    if graph is None:
+        return _topologies_of(instance.nodes)
+    return _read_topologies(instance.nodes, graph)
+
+
+@lru_cache(maxsize=16)
+def _topologies_of(nodes: tuple[Node, ...]) -> tuple[NodeTopology, ...]:
+    return _read_topologies(nodes, build_graph(nodes))
+
+
+def _read_topologies(nodes: tuple[Node, ...], graph: nx.Graph) -> tuple[NodeTopology, ...]:
     result = []
-    for node in instance.nodes:
+    for node in nodes:
         adjacency = [0] * node.gpus
         healthy = 0
         for index in range(node.gpus):

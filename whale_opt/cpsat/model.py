@@ -30,7 +30,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from whale_opt.bounds import lower_bound
+from whale_opt.bounds import reported_bound
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, free_job
 from whale_opt.cpsat.constraints import Constraints
 from whale_opt.cpsat.objective import Objective
@@ -131,7 +131,7 @@ class CpSatPolicy:
         jobs = list_schedule(instance, greedy_order)
         value = objective(instance, jobs)
         self.stats = SolveStats(greedy_value=value, greedy_s=time.perf_counter() - started)
-        bound = lower_bound(instance)
+        bound = reported_bound(instance)
         preset = self.preset
         if instance.queue and bound < value - 1e-9:
             spare = deadline - time.perf_counter()

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from whale_opt.bounds import lower_bound
+from whale_opt.bounds import reported_bound
 from whale_opt.decision import Decision, Status
 from whale_opt.policies.base import assemble, list_schedule
 from whale_opt.problem_data import Instance, QueuedJob
@@ -54,4 +54,6 @@ class OrderedPolicy:
         """The list schedule of :meth:`order`, with the analytic lower bound."""
         started = time.perf_counter()
         jobs = list_schedule(instance, self.order(instance), prefer=self.prefer)
-        return assemble(instance, self.name, jobs, Status.FEASIBLE, lower_bound(instance), started)
+        return assemble(
+            instance, self.name, jobs, Status.FEASIBLE, reported_bound(instance), started
+        )

@@ -11,11 +11,7 @@ schedule is the CP-SAT model's hint and its fallback.
 
 from __future__ import annotations
 
-import time
-
-from whale_opt.bounds import lower_bound
-from whale_opt.decision import Decision, Status
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.policies.ordered import OrderedPolicy
 from whale_opt.problem_data import Instance
 
 
@@ -31,13 +27,12 @@ def wspt_order(instance: Instance) -> list[int]:
     return sorted(range(len(instance.queue)), key=key)
 
 
-class WsptPolicy:
+class WsptPolicy(OrderedPolicy):
     """Greedy WSPT list scheduling with best-fit, fragmentation-aware placement."""
 
     name = "wspt"
+    prefer = "end"
 
-    def decide(self, instance: Instance) -> Decision:
-        """The greedy decision, with the analytic lower bound."""
-        started = time.perf_counter()
-        jobs = list_schedule(instance, wspt_order(instance))
-        return assemble(instance, self.name, jobs, Status.FEASIBLE, lower_bound(instance), started)
+    def order(self, instance: Instance) -> list[int]:
+        """Smith's-rule order."""
+        return wspt_order(instance)
