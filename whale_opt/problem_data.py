@@ -297,8 +297,9 @@ class Policy:
     ``zone_penalty_s`` is the price, in weighted seconds per unit of weight,
     of placing a job outside its preferred zone; ``allow_preemption`` lets a
     decision preempt preemptible running jobs (off: every running job keeps
-    its GPUs); ``report_bound`` off skips the analytic lower bound (reported
-    as 0), for simulations where nobody reads it.
+    its GPUs); ``report_bound`` off skips the analytic lower bound (only the
+    free sum of weighted shortest durations is reported), for simulations
+    where nobody reads it.
     """
 
     time_limit_s: float = 10.0

@@ -18,7 +18,8 @@ from enum import Enum
 
 from whale_opt.decision import JobDecision
 from whale_opt.problem_data import Instance
-from whale_opt.timeline import INF, ClusterTimeline, Placement
+from whale_opt.profile import INF
+from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import bits, needs_nvlink, popcount, single_node
 
 

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood
 from whale_opt.cpsat.variables import JobVars, Variables
-from whale_opt.timeline import Profile
+from whale_opt.profile import Profile
 from whale_opt.topology import bits, popcount
 
 CPU_SCALE = 1000  # millicores
