@@ -92,7 +92,8 @@ def _nodes(rng: np.random.Generator, mix: dict[str, int], rack_size: int) -> lis
     return nodes
 
 
-def _size(rng: np.random.Generator, large: float) -> int:
+def job_size(rng: np.random.Generator, large: float = 0.06) -> int:
+    """A gang size: many 1-GPU jobs, a long tail of 8-64 GPU gangs (``large`` of them)."""
     roll = rng.random()
     if roll < 0.45:
         return 1
@@ -156,7 +157,7 @@ def _queue(
     memories = [m for m in (0, 0, 16, 24, 40, 80) if m <= top_memory]
     jobs = []
     for k in range(count):
-        size = _size(rng, large)
+        size = job_size(rng, large)
         topology = "nvlink"
         types: tuple[str, ...] = ()
         memory = float(rng.choice(memories))

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from whale_opt.generate import TENANTS, generate
+from whale_opt.generate import TENANTS, generate, job_size
 from whale_opt.problem_data import Instance, QueuedJob, tenant_quota
 from whale_opt.sim.trace import TraceJob
 from whale_opt.topology import NodeTopology, node_can_host, node_topologies, popcount
@@ -26,19 +26,6 @@ def synthetic_cluster(gpus: int = 1024, *, family: str = "hetero", seed: int = 0
     """A cluster of about ``gpus`` GPUs (a :func:`whale_opt.generate.generate` family), idle."""
     busy = generate(family, gpus=gpus, queued=0, seed=seed)
     return busy.replace(name=f"{family}-{gpus}g-s{seed}", running=(), queue=())
-
-
-def _size(rng: np.random.Generator) -> int:
-    roll = rng.random()
-    if roll < 0.45:
-        return 1
-    if roll < 0.62:
-        return 2
-    if roll < 0.78:
-        return 4
-    if roll < 0.94:
-        return 8
-    return int(rng.choice([16, 16, 32, 64]))
 
 
 class _Fit:
@@ -82,7 +69,7 @@ class _Fit:
 
 def _pick_shape(rng: np.random.Generator, present: list[str], node_size: dict[str, int]) -> dict:
     """Size, types, memory and topology of one job, as generate's queues draw them."""
-    size = _size(rng)
+    size = job_size(rng)
     topology = "nvlink"
     types: tuple[str, ...] = ()
     memory = float(rng.choice([0, 0, 16, 24, 40, 80]))
