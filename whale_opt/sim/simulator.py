@@ -153,6 +153,7 @@ class Simulator:
             FAIL: self._fail,
             ARRIVE: self._arrive,
         }
+        reported = 0
         while self.heap:
             at, kind, _, payload = heapq.heappop(self.heap)
             if end_s is not None and at > end_s:
@@ -162,10 +163,10 @@ class Simulator:
             if kind != ROUND:
                 handlers[kind](payload)
                 continue
-            done_before = self.state.completed
             self._round(payload)
-            if progress is not None and self.state.completed != done_before:
-                progress(self.state.completed)
+            if progress is not None and self.state.completed != reported:
+                reported = self.state.completed  # completions happen between rounds
+                progress(reported)
             if self._finished() or (max_rounds is not None and self.state.rounds >= max_rounds):
                 break
         for run in self.jobs.values():  # still running at the end: its time so far
