@@ -1,8 +1,5 @@
-"""The ``whale-opt`` command line: a thin skin over the library.
-
-Every command is a library call a user could make from Python. Bad input
-prints one line naming the file, the JSON path and the value, and exits 2.
-"""
+"""The ``whale-opt`` group, its shared error handling, and the round commands
+(``validate``, ``solve``, ``check``, ``schema``)."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ from whale_opt.io import (
     schema,
     write_decision,
 )
-from whale_opt.policies import REGISTRY
-from whale_opt.problem_data import FieldError, Instance
+from whale_opt.problem_data import Instance
 from whale_opt.solve import SOLVERS, solve
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -183,132 +179,3 @@ def check_command(instance_file: Path, decision_file: Path) -> None:
 def schema_command(kind: str) -> None:
     """Print the JSON Schema of an instance or decision file."""
     click.echo(json.dumps(schema(kind), indent=2))
-
-
-@main.command(name="simulate")
-@click.argument("trace_file", type=click.Path(path_type=Path))
-@click.option(
-    "--cluster",
-    "cluster_file",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="instance@1 file with the nodes (empty queue and running).",
-)
-@click.option(
-    "--policy",
-    "policies",
-    multiple=True,
-    default=("wspt",),
-    show_default=True,
-    type=click.Choice(sorted(REGISTRY)),
-    help="Policy to replay; repeat to compare.",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Directory for the CSV tables and PNG plots.",
-)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--round-period",
-    type=int,
-    default=300,
-    show_default=True,
-    help="Seconds between periodic rounds (0: none).",
-)
-@click.option(
-    "--events/--no-events",
-    default=True,
-    show_default=True,
-    help="A round after each arrival, completion, failure, repair.",
-)
-@click.option(
-    "--batch",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Event rounds gather the events of this many seconds.",
-)
-@click.option(
-    "--noise",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Log-normal sigma of actual / estimated duration.",
-)
-@click.option(
-    "--checkpoint",
-    type=int,
-    default=3600,
-    show_default=True,
-    help="Checkpoint interval in run seconds (0: never).",
-)
-@click.option("--mtbf", type=float, default=None, help="Mean seconds between failures per node.")
-@click.option("--repair", type=int, default=3600, show_default=True, help="Repair seconds.")
-@click.option(
-    "--failures",
-    "failures_file",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Failure trace (TRACES.md): node, at_s, repair_s[, gpu].",
-)
-@click.option("--time-limit", type=float, default=None, help="Seconds per round (CP-SAT).")
-@click.option("--preset", default=None, help="CP-SAT parameter preset.")
-@click.option("--end", type=int, default=None, help="Stop at this simulated second.")
-@click.option("--check", "check_rounds", is_flag=True, help="Check every round's decision.")
-@_input_errors
-def simulate_command(
-    trace_file: Path,
-    cluster_file: Path,
-    policies: tuple[str, ...],
-    output: Path,
-    **options: Any,
-) -> None:
-    """Replay TRACE_FILE on a cluster under each --policy; write tables and plots."""
-    from tqdm import tqdm
-
-    from whale_opt.sim import SimConfig, read_outages, read_trace, simulate
-    from whale_opt.sim.metrics import compare, summary_table
-    from whale_opt.sim.plots import plot_all
-
-    trace = read_trace(trace_file)
-    cluster = read_instance(cluster_file)
-    failures = options["failures_file"]
-    outages = read_outages(failures) if failures is not None else ()
-    results = []
-    for name in dict.fromkeys(policies):
-        try:
-            config = SimConfig(
-                policy=name,
-                preset=options["preset"],
-                time_limit_s=options["time_limit"],
-                round_period_s=options["round_period"] or None,
-                round_on_events=options["events"],
-                round_batch_s=options["batch"],
-                seed=options["seed"],
-                duration_noise_sigma=options["noise"],
-                checkpoint_interval_s=options["checkpoint"] or None,
-                mtbf_node_s=options["mtbf"],
-                repair_s=options["repair"],
-                outages=outages,
-                end_s=options["end"],
-                check_decisions=options["check_rounds"],
-            )
-            with tqdm(total=len(trace), desc=name, unit="job", leave=False) as bar:
-                result = simulate(trace, cluster, config, progress=lambda n: bar.update(n - bar.n))
-        except (FieldError, ValueError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_BAD_INPUT)
-        result.write(output)
-        results.append(result)
-    compare(results).to_csv(output / "summary.csv")
-    plot_all(results, output)
-    click.echo(summary_table(results))
-    click.echo(f"tables and plots in {output}/")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,210 @@
+"""``whale-opt import``: real cluster traces into our clusters and traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from whale_opt.cli.app import _fail, _input_errors, main
+from whale_opt.io import (
+    read_instance,
+)
+from whale_opt.problem_data import Instance
+
+DEFAULT_TRACES = Path("../shared/data/traces")
+
+
+def _source(given: Path | None, data: Path, folder: str, name: str) -> Path:
+    """The file the user named, else ``<data>/<folder>/<name>``; exit 2 if neither."""
+    path = given if given is not None else data / folder / name
+    if not path.is_file():
+        _fail(path, "cannot read: no such file (give its path, or --data DIR)")
+    return path
+
+
+def _report(title: str, report: Any) -> None:
+    from dataclasses import asdict
+
+    counts = "  ".join(f"{key} {value}" for key, value in asdict(report).items())
+    click.echo(f"{title}: {counts}")
+
+
+def _assumptions(path: Path | None) -> Any:
+    from whale_opt.convert import DEFAULT_ASSUMPTIONS, load_assumptions
+
+    return DEFAULT_ASSUMPTIONS if path is None else load_assumptions(path)
+
+
+def _write_outputs(
+    cluster: Instance | None, out: Path | None, trace: Any, trace_out: Path | None
+) -> None:
+    from whale_opt.io import write_instance
+    from whale_opt.sim import write_trace
+
+    for path in (out, trace_out):
+        if path is not None and not path.parent.is_dir():
+            _fail(path, "cannot write: no such directory")
+    if cluster is not None and out is not None:
+        write_instance(out, cluster)
+        click.echo(f"cluster -> {out}")
+    if trace is not None and trace_out is not None:
+        write_trace(trace_out, trace)
+        click.echo(f"trace -> {trace_out}")
+
+
+_data_option = click.option(
+    "--data",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_TRACES,
+    show_default=True,
+    help="Folder of the public traces (../shared/data/traces).",
+)
+_assumptions_option = click.option(
+    "--assumptions",
+    "assumptions_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="TOML overriding GPU models, QoS weights, rack size (docs/IMPORT.md).",
+)
+_cluster_out = click.option(
+    "--cluster-out", type=click.Path(path_type=Path), help="Write the instance@1 cluster here."
+)
+_trace_out = click.option(
+    "--trace-out", type=click.Path(path_type=Path), help="Write the job trace (.csv/.jsonl)."
+)
+
+
+@main.group(name="import")
+def import_group() -> None:
+    """Convert public traces into cluster files and job traces (docs/IMPORT.md)."""
+
+
+@import_group.command(name="openb")
+@_data_option
+@click.option("--nodes", type=click.Path(path_type=Path), help="openb node list CSV.")
+@click.option("--pods", type=click.Path(path_type=Path), help="openb pod list CSV.")
+@_cluster_out
+@_trace_out
+@click.option(
+    "--pending",
+    type=click.Choice(["skip", "creation"]),
+    default="skip",
+    show_default=True,
+    help="Pods never scheduled: skip, or run deletion - creation.",
+)
+@_assumptions_option
+@_input_errors
+def import_openb(
+    data: Path,
+    nodes: Path | None,
+    pods: Path | None,
+    cluster_out: Path | None,
+    trace_out: Path | None,
+    pending: str,
+    assumptions_file: Path | None,
+) -> None:
+    """Alibaba GPU v2023 (openb): node list -> cluster, pod list -> trace."""
+    from whale_opt.convert import read_openb_cluster, read_openb_trace
+
+    assumptions = _assumptions(assumptions_file)
+    folder = "alibaba-gpu-v2023"
+    cluster = trace = None
+    if cluster_out is None and trace_out is None:
+        raise click.UsageError("nothing to write: give --cluster-out and/or --trace-out")
+    if cluster_out is not None:
+        source = _source(nodes, data, folder, "openb_node_list_gpu_node.csv")
+        cluster, node_report = read_openb_cluster(source, assumptions)
+        _report(f"nodes {source}", node_report)
+    if trace_out is not None:
+        source = _source(pods, data, folder, "openb_pod_list_default.csv")
+        trace, pod_report = read_openb_trace(source, assumptions, pending=pending)
+        _report(f"pods {source}", pod_report)
+    _write_outputs(cluster, cluster_out, trace, trace_out)
+
+
+@import_group.command(name="philly")
+@_data_option
+@click.option("--machines", type=click.Path(path_type=Path), help="cluster_machine_list.csv.")
+@click.option("--jobs", type=click.Path(path_type=Path), help="jobs_ge4gpu_pass.json.")
+@_cluster_out
+@_trace_out
+@_assumptions_option
+@_input_errors
+def import_philly(
+    data: Path,
+    machines: Path | None,
+    jobs: Path | None,
+    cluster_out: Path | None,
+    trace_out: Path | None,
+    assumptions_file: Path | None,
+) -> None:
+    """Microsoft Philly: machine list -> cluster, >=4-GPU job subset -> trace."""
+    from whale_opt.convert import read_philly_cluster, read_philly_trace
+
+    assumptions = _assumptions(assumptions_file)
+    cluster = trace = None
+    if cluster_out is None and trace_out is None:
+        raise click.UsageError("nothing to write: give --cluster-out and/or --trace-out")
+    if cluster_out is not None:
+        source = _source(machines, data, "philly", "cluster_machine_list.csv")
+        cluster, cluster_report = read_philly_cluster(source, assumptions)
+        _report(f"machines {source}", cluster_report)
+    if trace_out is not None:
+        source = _source(jobs, data, "philly", "jobs_ge4gpu_pass.json")
+        trace, trace_report = read_philly_trace(source, assumptions)
+        _report(f"jobs {source}", trace_report)
+    _write_outputs(cluster, cluster_out, trace, trace_out)
+
+
+@import_group.command(name="pai")
+@_data_option
+@click.option("--machines", type=click.Path(path_type=Path), help="pai_machine_spec.csv.")
+@click.option("--cluster-out", type=click.Path(path_type=Path), required=True)
+@_assumptions_option
+@_input_errors
+def import_pai(
+    data: Path, machines: Path | None, cluster_out: Path, assumptions_file: Path | None
+) -> None:
+    """Alibaba PAI v2020: machine spec -> cluster."""
+    from whale_opt.convert import read_pai_cluster
+
+    source = _source(machines, data, "alibaba-gpu-v2020", "pai_machine_spec.csv")
+    cluster, report = read_pai_cluster(source, _assumptions(assumptions_file))
+    _report(f"machines {source}", report)
+    _write_outputs(cluster, cluster_out, None, None)
+
+
+@import_group.command(name="gavel")
+@click.argument("trace_file", type=click.Path(path_type=Path))
+@click.option("--cluster", "cluster_file", required=True, type=click.Path(path_type=Path))
+@_data_option
+@click.option("--throughputs", type=click.Path(path_type=Path), help="Gavel throughputs JSON.")
+@click.option("--trace-out", type=click.Path(path_type=Path), required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_assumptions_option
+@_input_errors
+def import_gavel(
+    trace_file: Path,
+    cluster_file: Path,
+    data: Path,
+    throughputs: Path | None,
+    trace_out: Path,
+    seed: int,
+    assumptions_file: Path | None,
+) -> None:
+    """Give TRACE_FILE's jobs random Gavel classes: durations per GPU type of CLUSTER."""
+    from whale_opt.convert import read_gavel, with_gavel_speeds
+    from whale_opt.sim import read_trace
+
+    source = _source(throughputs, data, "gavel", "simulation_throughputs.json")
+    table = read_gavel(source)
+    cluster = read_instance(cluster_file)
+    jobs, classes = with_gavel_speeds(
+        read_trace(trace_file), table, seed, cluster.gpu_types, _assumptions(assumptions_file)
+    )
+    click.echo(
+        f"jobs {len(jobs)}  classes {len(set(classes.values()))}  types {len(cluster.gpu_types)}"
+    )
+    _write_outputs(None, None, jobs, trace_out)

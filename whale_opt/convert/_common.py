@@ -1,0 +1,143 @@
+"""Shared by the converters: CSV rows with line numbers, typed cells, racks.
+
+Every problem in a source row is an :class:`~whale_opt.io.InputError` naming
+the file, the line and the column, e.g.
+``openb_pod_list.csv: line 7: num_gpu: must be an integer (got 'x')``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from whale_opt.convert.assumptions import Assumptions, GpuModel
+from whale_opt.io import InputError
+from whale_opt.problem_data import GpuType, Instance, Node
+
+
+def read_text(path: str | Path) -> str:
+    """The file's text; unreadable or non-UTF-8 files are an InputError."""
+    source = str(path)
+    try:
+        return Path(path).read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputError(source, "(file)", f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(source, f"byte {exc.start}", "is not UTF-8 text") from exc
+
+
+class Row:
+    """One CSV record: its cells by column name, and where it came from."""
+
+    def __init__(self, source: str, line: int, cells: dict[str, str]) -> None:
+        self.source = source
+        self.line = line
+        self.cells = cells
+
+    def error(self, column: str, message: str) -> InputError:
+        """An InputError naming this row's file, line and ``column``."""
+        value = self.cells.get(column, "")
+        return InputError(self.source, f"line {self.line}: {column}", f"{message} (got {value!r})")
+
+    def text(self, column: str) -> str:
+        """The cell, stripped (empty string when blank)."""
+        return self.cells.get(column, "").strip()
+
+    def number(self, column: str, minimum: float = 0.0) -> float:
+        """The cell as a finite number >= ``minimum``."""
+        try:
+            value = float(self.text(column))
+        except ValueError:
+            raise self.error(column, "must be a number") from None
+        if not math.isfinite(value) or value < minimum:
+            raise self.error(column, f"must be a number >= {minimum:g}")
+        return value
+
+    def integer(self, column: str, minimum: int = 0) -> int:
+        """The cell as a whole number >= ``minimum`` (``8`` or ``8.0``)."""
+        try:
+            value = float(self.text(column))
+        except ValueError:
+            raise self.error(column, "must be an integer") from None
+        if not math.isfinite(value) or value != int(value) or value < minimum:
+            raise self.error(column, f"must be an integer >= {minimum}")
+        return int(value)
+
+
+def csv_rows(
+    path: str | Path, required: Sequence[str], header: Sequence[str] | None = None
+) -> Iterator[Row]:
+    """The rows of a CSV file, checked for the ``required`` columns.
+
+    ``header`` names the columns of a file that has no header line. Cells
+    and column names are stripped (Philly writes ``m0,2, 12GB``).
+    """
+    source = str(path)
+    reader = csv.reader(io.StringIO(read_text(path)))
+    if header is None:
+        first = next(reader, None)
+        if first is None:
+            raise InputError(source, "(file)", "is empty: no header line")
+        header = [name.strip() for name in first]
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise InputError(
+            source, "line 1", f"missing column {missing[0]!r} (columns: {', '.join(header)})"
+        )
+    for cells in reader:
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise InputError(
+                source,
+                f"line {reader.line_num}",
+                f"must have {len(header)} comma-separated cells (got {len(cells)})",
+            )
+        yield Row(source, reader.line_num, dict(zip(header, cells, strict=True)))
+
+
+def model_of(row: Row, column: str, name: str, assumptions: Assumptions) -> GpuModel:
+    """The assumptions for GPU model ``name`` of ``row``, or a clear error."""
+    try:
+        return assumptions.model(name)
+    except KeyError:
+        raise row.error(
+            column, f"unknown GPU model: add [gpu_models.{name}] to an assumptions file"
+        ) from None
+
+
+def cluster(
+    name: str, machines: Sequence[tuple[str, GpuModel, int, float, float]], assumptions: Assumptions
+) -> Instance:
+    """An instance (empty queue and running) of ``machines``.
+
+    Each machine is (id, model, GPUs, CPU cores, host memory GB). Racks hold
+    ``assumptions.rack_size`` nodes of one GPU type, in file order, so a
+    multi-node gang can find whole nodes of one type in one rack.
+    """
+    types: dict[str, GpuType] = {}
+    per_type: dict[str, int] = {}
+    nodes = []
+    for node_id, model, gpus, cpu, memory_gb in machines:
+        known = types.setdefault(model.type, model.gpu_type)
+        if known != model.gpu_type:
+            raise ValueError(
+                f"GPU type {model.type!r} is assumed twice with different memory or speed"
+            )
+        position = per_type.get(model.type, 0)
+        per_type[model.type] = position + 1
+        nodes.append(
+            Node(
+                id=node_id,
+                gpu_type=model.type,
+                gpus=gpus,
+                nvlink=model.layout(gpus),
+                cpu=cpu,
+                memory_gb=memory_gb,
+                rack=f"{model.type}-r{position // assumptions.rack_size:03d}",
+            )
+        )
+    return Instance(name=name, gpu_types=types, nodes=tuple(nodes))
