@@ -244,6 +244,26 @@ def _queued(spec: Mapping[str, Any]) -> QueuedJob:
     return QueuedJob(**fields)
 
 
+def read_queue(path: str | Path) -> tuple[QueuedJob, ...]:
+    """Queued jobs from a JSON file: ``{"queue": [...]}`` or a bare list of
+    instance@1 queue items (checked against the instance schema's item rules)."""
+    source = str(path)
+    raw = _load_json(path)
+    items = raw.get("queue") if isinstance(raw, dict) else raw
+    if not isinstance(items, list) or not items:
+        raise InputError(source, "queue", "must be a non-empty list of queue items")
+    # Validate as the queue of a minimal instance, so paths read queue[k].field.
+    probe = {
+        "format": INSTANCE_FORMAT,
+        "name": "queue",
+        "gpu_types": {"x": {"memory_gb": 1}},
+        "nodes": [{"id": "x", "gpu_type": "x", "gpus": 1}],
+        "queue": items,
+    }
+    _validate(probe, "instance", source)
+    return tuple(_build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(items))
+
+
 def read_instance(path: str | Path) -> Instance:
     """Read an instance@1 file; raise :class:`InputError` on any problem."""
     return instance_from_dict(_load_json(path), str(path))

@@ -6,6 +6,7 @@ The group and the round commands live in :mod:`whale_opt.cli.app`; the
 simulator's and the importers' commands register themselves on it.
 """
 
+from whale_opt.cli import explain as explain  # registers ``explain`` and ``whatif``
 from whale_opt.cli import imports as imports  # registers ``import``
 from whale_opt.cli import simulate as simulate  # registers ``simulate``
 from whale_opt.cli.app import main as main

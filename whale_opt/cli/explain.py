@@ -1,0 +1,96 @@
+"""``whale-opt explain`` and ``whale-opt whatif``: why jobs wait, and what a change does."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
+from whale_opt.explain import explain
+from whale_opt.io import read_instance
+from whale_opt.problem_data import FieldError
+from whale_opt.solve import SOLVERS
+from whale_opt.whatif import Change, read_jobs, whatif
+
+_SOLVER = click.option(
+    "--solver",
+    default="wspt",
+    show_default=True,
+    type=click.Choice(sorted(SOLVERS)),
+    help="Policy or solver whose decision is explained.",
+)
+
+
+def _bad(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+@main.command(name="explain")
+@click.argument("instance_file", type=click.Path(path_type=Path))
+@click.argument("job_ids", nargs=-1)
+@_SOLVER
+@click.option("--no-whatif", is_flag=True, help="Skip the counterfactual re-solves.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, not text.")
+@_input_errors
+def explain_command(
+    instance_file: Path, job_ids: tuple[str, ...], solver: str, no_whatif: bool, as_json: bool
+) -> None:
+    """Why each job of INSTANCE_FILE not started (or each JOB_ID) waits, and what would start it."""
+    instance = read_instance(instance_file)
+    queued = {job.id for job in instance.queue}
+    unknown = [job_id for job_id in job_ids if job_id not in queued]
+    if unknown:
+        _bad(f"{instance_file}: no queued job {', '.join(unknown)}")
+    found = explain(instance, list(job_ids) or None, solver, with_counterfactuals=not no_whatif)
+    if as_json:
+        click.echo(json.dumps([e.to_dict() for e in found], indent=1))
+    elif not found:
+        click.echo("every queued job starts now")
+    else:
+        click.echo("\n\n".join(e.render() for e in found))
+
+
+@main.command(name="whatif")
+@click.argument("instance_file", type=click.Path(path_type=Path))
+@click.option("--add-job", "add_job", type=click.Path(path_type=Path), help="JSON queue items.")
+@click.option("--fail-node", default=None, help="Node id that goes down.")
+@click.option("--drain", default=None, help="Node id that takes no new work.")
+@click.option("--quota", default=None, help="TENANT=N: set a tenant's GPU quota.")
+@_SOLVER
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, not text.")
+@_input_errors
+def whatif_command(
+    instance_file: Path,
+    add_job: Path | None,
+    fail_node: str | None,
+    drain: str | None,
+    quota: str | None,
+    solver: str,
+    as_json: bool,
+) -> None:
+    """Re-solve INSTANCE_FILE after one change and print what differs."""
+    given = [x for x in (add_job, fail_node, drain, quota) if x is not None]
+    if len(given) != 1:
+        _bad("give exactly one of --add-job, --fail-node, --drain, --quota")
+    instance = read_instance(instance_file)
+    if add_job is not None:
+        change = Change("add-jobs", jobs=read_jobs(add_job))
+    elif fail_node is not None:
+        change = Change("fail-node", fail_node)
+    elif drain is not None:
+        change = Change("drain", drain)
+    else:
+        tenant, _, number = (quota or "").partition("=")
+        if not tenant or not number.isdigit():
+            _bad(f"--quota: expected TENANT=N (got {quota!r})")
+        change = Change("quota", tenant, int(number))
+    try:
+        result = whatif(instance, change, solver)
+    except FieldError as exc:
+        _bad(f"{change.describe()}: {exc}")
+        return
+    click.echo(json.dumps(result.to_dict(), indent=1) if as_json else result.render())

@@ -1,0 +1,465 @@
+"""Why is a job not started, and what is the smallest change that would start it?
+
+Reasons are derived from the model itself, by targeted re-placements with
+the same :class:`~whale_opt.timeline.ClusterTimeline` the policies use, on
+edited instances: the job alone on an empty cluster (hardware), with only
+the running jobs (busy, scattered), with its tenant's quota lifted (quota),
+and against the round's decision (outranked, preferences). Counterfactuals
+are edits from a fixed list (:mod:`whale_opt.whatif`), each checked by
+solving the edited instance again: ``verified`` only if the job then starts
+now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from whale_opt.decision import Action, Decision, JobDecision, job_nodes
+from whale_opt.policies.base import to_placement
+from whale_opt.problem_data import TOPOLOGIES, Instance, RunningJob, tenant_quota
+from whale_opt.solve import solve
+from whale_opt.timeline import ClusterTimeline, Placement
+from whale_opt.topology import popcount
+from whale_opt.whatif import Change, apply_change
+
+REASON_KINDS = (
+    "no-hardware",
+    "quota",
+    "busy",
+    "scattered",
+    "outranked",
+    "faster-later",
+    "preference",
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a job is not started: ``kind`` (REASON_KINDS), words, facts."""
+
+    kind: str
+    message: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """A change tried to start the job now, and what re-solving said.
+
+    ``verified`` (and ``start_now``) only when the re-solved decision starts
+    the job now; ``decision_action`` is the job's action after the change.
+    """
+
+    change: str
+    instance_change: Change
+    verified: bool
+    start_now: bool
+    decision_action: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why ``job_id`` has ``action``, most decisive reason first, and what would help."""
+
+    job_id: str
+    action: Action
+    start_s: int | None
+    reasons: tuple[Reason, ...]
+    counterfactuals: tuple[Counterfactual, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "id": self.job_id,
+            "action": self.action.value,
+            "start_s": self.start_s,
+            "reasons": [
+                {"kind": r.kind, "message": r.message, "facts": r.facts} for r in self.reasons
+            ],
+            "counterfactuals": [
+                {
+                    "change": c.change,
+                    "instance_change": c.instance_change.to_dict(),
+                    "verified": c.verified,
+                    "start_now": c.start_now,
+                    "decision_action": c.decision_action,
+                }
+                for c in self.counterfactuals
+            ],
+        }
+
+    def render(self) -> str:
+        """A readable report."""
+        when = "" if self.start_s is None else f" at {self.start_s} s"
+        lines = [f"{self.job_id}: {self.action.value}{when}"]
+        for k, reason in enumerate(self.reasons, start=1):
+            lines.append(f"  {k}. [{reason.kind}] {reason.message}")
+        for cf in self.counterfactuals:
+            mark = "starts now (verified)" if cf.verified else f"{cf.decision_action}, not started"
+            lines.append(f"  what if: {cf.change} -> {mark}")
+        return "\n".join(lines)
+
+
+def _ratio(instance: Instance, position: int) -> float:
+    shortest = instance.min_duration(position)
+    job = instance.queue[position]
+    return 0.0 if shortest is None else job.weight / (job.gpus * shortest)
+
+
+def _alone(instance: Instance, position: int, **job_changes: Any) -> Placement | None:
+    """Placement of the (edited) job alone on the empty, healthy-as-is cluster."""
+    job = instance.queue[position]
+    edited = replace(job, **job_changes)
+    solo = instance.replace(running=(), queue=(edited,))
+    return ClusterTimeline(solo).best_placement(0, by_start=True)
+
+
+def _no_hardware(instance: Instance, position: int) -> Reason | None:
+    """No hardware can ever hold the job: say which of type, memory, topology fails."""
+    job = instance.queue[position]
+    if _alone(instance, position) is not None:
+        return None
+    asked = list(job.gpu_types or instance.gpu_types)
+    healthy_types = sorted({n.gpu_type for n in instance.nodes if n.healthy_indices})
+    memory = {name: instance.gpu_types[name].memory_gb for name in asked}
+    facts: dict[str, Any] = {
+        "gpu_types": asked,
+        "types_in_cluster": healthy_types,
+        "min_gpu_memory_gb": job.min_gpu_memory_gb,
+        "gpus": job.gpus,
+        "topology": job.topology,
+        "fails": [],
+    }
+    words = []
+    if not set(asked) & set(healthy_types):
+        facts["fails"].append("type")
+        words.append(f"no healthy node has GPU type {', '.join(asked)}")
+    elif all(m < job.min_gpu_memory_gb for m in memory.values()):
+        facts["fails"].append("memory")
+        words.append(
+            f"needs >= {job.min_gpu_memory_gb:g} GB GPU memory, the largest allowed type has"
+            f" {max(memory.values()):g} GB"
+        )
+    else:
+        tl = ClusterTimeline(instance)
+        types = set(instance.eligible_types[position])
+        nodes = [k for k, n in enumerate(instance.nodes) if n.gpu_type in types]
+        block = max(
+            (tl.topologies[k].largest_block(tl.topologies[k].healthy) for k in nodes), default=0
+        )
+        facts["fails"].append("topology")
+        facts["largest_nvlink_block"] = block
+        facts["eligible_nodes"] = [instance.nodes[k].id for k in tl.eligible(position)]
+        words.append(
+            f"needs {job.gpus} GPUs as '{job.topology}'; the largest healthy NVLink block of"
+            f" {', '.join(sorted(types))} is {block} and the nodes that could take part are"
+            f" {', '.join(facts['eligible_nodes']) or 'none'}"
+        )
+    return Reason(
+        "no-hardware", "no hardware in the cluster meets the request: " + "; ".join(words), facts
+    )
+
+
+def _without_quota(instance: Instance, tenant: str) -> Instance:
+    return instance.replace(tenants={k: v for k, v in instance.tenants.items() if k != tenant})
+
+
+def _decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterTimeline:
+    """Running jobs plus every other queued job where the decision put it."""
+    tl = ClusterTimeline(instance)
+    for position, job in enumerate(instance.queue):
+        if position == skip:
+            continue
+        placement = to_placement(instance, position, decision.job(job.id))
+        if placement is not None:
+            tl.commit(position, placement)
+    return tl
+
+
+def _holders(instance: Instance, nodes: Iterable[int]) -> list[dict[str, Any]]:
+    ids = {instance.nodes[k].id for k in nodes}
+    out = []
+    for job in instance.running:
+        on = sorted({g.rpartition("/")[0] for g in job.gpus} & ids)
+        if on:
+            out.append(
+                {"job": job.id, "nodes": on, "gpus": len(job.gpus), "ends_s": job.remaining_s}
+            )
+    return sorted(out, key=lambda h: (h["ends_s"], h["job"]))
+
+
+def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
+    """Eligible GPUs held by running jobs; or free but scattered."""
+    job = instance.queue[position]
+    tl = ClusterTimeline(_without_quota(instance, job.tenant))
+    eligible = tl.eligible(position)
+    free = {instance.nodes[k].id: popcount(tl.free_now[k]) for k in eligible}
+    free = {n: c for n, c in free.items() if c}
+    out = []
+    until = None if free_start == float("inf") else int(free_start)
+    holders = _holders(instance, eligible)
+    named = ", ".join(f"{h['job']} ({'+'.join(h['nodes'])}, ends {h['ends_s']} s)" for h in holders)
+    when = f"until {until} s" if until is not None else "past the horizon"
+    out.append(
+        Reason(
+            "busy",
+            f"eligible GPUs are busy {when}: held by {named or 'no running job'}",
+            {"until_s": until, "holders": holders},
+        )
+    )
+    if sum(free.values()) >= job.gpus:
+        where = ", ".join(f"{n} {c} free" for n, c in free.items())
+        out.append(
+            Reason(
+                "scattered",
+                f"{sum(free.values())} eligible GPUs are free now but scattered ({where});"
+                f" no single placement holds {job.gpus} as '{job.topology}'",
+                {"free": free, "gpus": job.gpus, "topology": job.topology},
+            )
+        )
+    return out
+
+
+def _quota(instance: Instance, position: int, decision: Decision) -> Reason:
+    job = instance.queue[position]
+    quota = tenant_quota(instance, job.tenant)
+    running = sum(len(r.gpus) for r in instance.running if r.tenant == job.tenant)
+    tenant_ids = {q.id for q in instance.queue if q.tenant == job.tenant and q.id != job.id}
+    started = sum(
+        len(item.gpus) for item in decision.by_action(Action.START) if item.id in tenant_ids
+    )
+    return Reason(
+        "quota",
+        f"tenant {job.tenant} quota reached: {running + started} of {quota} GPUs in use now"
+        f" ({running} running, {started} started this round), the job needs {job.gpus}",
+        {
+            "tenant": job.tenant,
+            "quota": quota,
+            "in_use": running + started,
+            "needed_quota": running + job.gpus,
+            "needed_quota_with_started": running + started + job.gpus,
+        },
+    )
+
+
+def _outranked(
+    instance: Instance, position: int, decision: Decision, before: float, eligible: Sequence[int]
+) -> Reason | None:
+    """Queued jobs placed before ``before`` on the job's eligible nodes."""
+    ids = {instance.nodes[k].id for k in eligible}
+    mine = _ratio(instance, position)
+    job = instance.queue[position]
+    rivals: list[dict[str, Any]] = []
+    for k, other in enumerate(instance.queue):
+        item = decision.job(other.id)
+        if k == position or item.start_s is None or item.start_s >= before:
+            continue
+        if set(job_nodes(item)) & ids or (
+            other.tenant == job.tenant and tenant_quota(instance, job.tenant)
+        ):
+            rivals.append(
+                {
+                    "job": other.id,
+                    "weight": other.weight,
+                    "ratio": _ratio(instance, k),
+                    "start_s": item.start_s,
+                    "nodes": list(job_nodes(item)),
+                }
+            )
+    if not rivals:
+        return None
+    rivals.sort(key=lambda r: (-r["ratio"], r["job"]))
+    named = ", ".join(
+        f"{r['job']} (weight {r['weight']:g}, ratio {r['ratio'] / mine:.2g}x)" if mine else r["job"]
+        for r in rivals
+    )
+    return Reason(
+        "outranked",
+        f"outranked by {named}: they took its GPUs first (its weight {job.weight:g},"
+        f" WSPT ratio {mine:.3g})",
+        {"weight": job.weight, "ratio": mine, "by": rivals},
+    )
+
+
+def _preference(
+    instance: Instance, position: int, item: JobDecision, tl: ClusterTimeline
+) -> Reason | None:
+    job = instance.queue[position]
+    if job.zone is None:
+        return None
+    nodes = job_nodes(item)
+    outside = [n for n in nodes if instance.nodes[instance.node_index[n]].zone != job.zone]
+    cost = job.weight * instance.policy.zone_penalty_s
+    if outside:
+        return Reason(
+            "preference",
+            f"placed outside zone {job.zone} on {', '.join(outside)}: penalty {cost:g}",
+            {"zone": job.zone, "penalty": cost, "nodes": outside},
+        )
+    away = frozenset(k for k, n in enumerate(instance.nodes) if n.zone != job.zone)
+    other = tl.best_placement(position, by_start=True, within=away)
+    start = item.start_s if item.start_s is not None else instance.policy.horizon_s
+    if other is not None and other.start < start:
+        where = [instance.nodes[k].id for k in other.nodes]
+        return Reason(
+            "preference",
+            f"zone {job.zone} preference: could start at {other.start} s on {', '.join(where)}"
+            f" outside it (penalty {cost:g})",
+            {"zone": job.zone, "penalty": cost, "could_start_s": other.start, "nodes": where},
+        )
+    return None
+
+
+def reasons(instance: Instance, decision: Decision, position: int) -> list[Reason]:
+    """Why queued job ``position`` is not started in ``decision``, most decisive first."""
+    hardware = _no_hardware(instance, position)
+    if hardware is not None:
+        return [hardware]
+    job = instance.queue[position]
+    item = decision.job(job.id)
+    inf = float("inf")
+    run = ClusterTimeline(instance).best_placement(position, by_start=True)
+    free_q = _without_quota(instance, job.tenant)
+    run_nq = ClusterTimeline(free_q).best_placement(position, by_start=True)
+    start_q = inf if run is None else run.start
+    start_nq = inf if run_nq is None else run_nq.start
+    decided = _decided_timeline(instance, decision, position)
+    found: list[Reason] = []
+    limited = tenant_quota(instance, job.tenant) is not None
+    if limited and start_q > start_nq:
+        found.append(_quota(instance, position, decision))
+    elif limited and item.action is not Action.START:
+        d_q = decided.best_placement(position, by_start=True)
+        d_nq = _decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
+        if d_nq is not None and (d_q is None or d_nq.start < d_q.start):
+            found.append(_quota(instance, position, decision))
+    if start_nq > 0:
+        found += _busy(instance, position, start_nq)
+    start = inf if item.start_s is None else item.start_s
+    now = decided.best_placement(position, by_start=True)
+    d_start = inf if now is None else now.start
+    if d_start > start_q:
+        rival = _outranked(instance, position, decision, start, decided.eligible(position))
+        if rival is not None:
+            found.append(rival)
+    if now is not None and now.start < start and item.end_s is not None:
+        where = [instance.nodes[k].id for k in now.nodes]
+        found.append(
+            Reason(
+                "faster-later",
+                f"could start at {now.start} s on {', '.join(where)} ({now.gpu_type}) ending"
+                f" {now.end} s, but waiting for {', '.join(job_nodes(item))} ends sooner,"
+                f" at {item.end_s} s",
+                {
+                    "could_start_s": now.start,
+                    "could_end_s": now.end,
+                    "nodes": where,
+                    "planned_end_s": item.end_s,
+                },
+            )
+        )
+    preference = _preference(instance, position, item, decided)
+    if preference is not None:
+        found.append(preference)
+    return found
+
+
+def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[RunningJob, ...]:
+    queued = {job.id: job for job in instance.queue}
+    return tuple(
+        RunningJob(
+            item.id,
+            item.gpus,
+            item.end_s or 1,
+            tenant=queued[item.id].tenant,
+            cpu=queued[item.id].cpu,
+            memory_gb=queued[item.id].memory_gb,
+            weight=queued[item.id].weight,
+        )
+        for item in decision.by_action(Action.START)
+        if item.id != skip and item.id in queued
+    )
+
+
+def _candidates(instance: Instance, decision: Decision, position: int) -> list[list[Change]]:
+    """Groups of changes to try, each group smallest first (stop at the first that works)."""
+    job = instance.queue[position]
+    groups: list[list[Change]] = []
+    every = tuple(instance.gpu_types)
+    if job.gpu_types and set(job.gpu_types) != set(every):
+        groups.append([Change("gpu-types", job.id, every)])
+    if job.gpus > 1 and instance.eligible_types[position]:
+        order = TOPOLOGIES  # nvlink -> node -> rack -> any
+        looser = order[order.index(job.topology) + 1 :]
+        groups.append([Change("topology", job.id, t) for t in looser])
+    quota = tenant_quota(instance, job.tenant)
+    if quota is not None:
+        facts = _quota(instance, position, decision).facts
+        needs = sorted({facts["needed_quota"], facts["needed_quota_with_started"]})
+        groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
+    eligible = ClusterTimeline(instance).eligible(position)
+    holders = [h["job"] for h in _holders(instance, eligible)]
+    preemptible = {r.id for r in instance.running if r.preemptible}
+    holders = [h for h in holders if h in preemptible]
+    tries = [Change("preempt", value=(h,)) for h in holders]
+    if len(holders) > 1:
+        tries.append(Change("preempt", value=tuple(holders)))
+    groups.append(tries)
+    item = decision.job(job.id)
+    if item.action is Action.PLANNED and item.start_s:
+        carried = _as_running(instance, decision, job.id)
+        groups.append([Change("wait", job.id, item.start_s, jobs=carried)])
+    return groups
+
+
+def counterfactuals(
+    instance: Instance, decision: Decision, position: int, solver: str = "wspt"
+) -> list[Counterfactual]:
+    """Changes from the fixed list, each re-solved; those that start the job now first."""
+    job_id = instance.queue[position].id
+    out = []
+    for group in _candidates(instance, decision, position):
+        for change in group:
+            action = solve(apply_change(instance, change), solver).job(job_id).action
+            works = action is Action.START
+            out.append(Counterfactual(change.describe(), change, works, works, action.value))
+            if works:
+                break
+    return [cf for cf in out if cf.verified] + [cf for cf in out if not cf.verified]
+
+
+def explain(
+    instance: Instance,
+    job_ids: Sequence[str] | None = None,
+    solver: str = "wspt",
+    *,
+    with_counterfactuals: bool = True,
+) -> list[Explanation]:
+    """Explain every job not started (or ``job_ids``) under ``solver``'s decision.
+
+    Raises KeyError for a job id that is not queued.
+    """
+    decision = solve(instance, solver)
+    if job_ids is None:
+        job_ids = [
+            item.id for item in decision.jobs if item.action in (Action.PLANNED, Action.DEFERRED)
+        ]
+    out = []
+    for job_id in job_ids:
+        position = instance.queue_position(job_id)
+        item = decision.job(job_id)
+        if item.action is Action.START:  # only what its preferences cost it
+            decided = _decided_timeline(instance, decision, position)
+            paid = _preference(instance, position, item, decided)
+            found = [] if paid is None else [paid]
+        else:
+            found = reasons(instance, decision, position)
+        tried = (
+            counterfactuals(instance, decision, position, solver)
+            if with_counterfactuals and item.action is not Action.START
+            else []
+        )
+        out.append(Explanation(job_id, item.action, item.start_s, tuple(found), tuple(tried)))
+    return out

@@ -1,0 +1,314 @@
+"""What if the cluster, the queue or a quota changed? Re-solve and compare.
+
+A :class:`Change` is one edit of an :class:`~whale_opt.problem_data.Instance`
+(:func:`apply_change` builds the edited instance, validated again);
+:func:`whatif` solves the instance before and after the change with the same
+solver and returns a :class:`Diff`: per job what changed (action, start, end,
+GPUs or nodes), the objective before and after, and the moved starts.
+
+Modelling choices, since instance@1 has no flag for some of these:
+
+- **fail-node**: the node goes down; the running jobs on it lose their GPUs
+  and come back to the queue with their remaining work (GPU type and node
+  count kept: ``node`` topology on one node, ``rack`` across several).
+- **drain**: running jobs keep running, but the node takes no new work: its
+  GPUs free right now are marked failed in the edited instance (GPUs held by
+  running jobs stay healthy, and return to no one when those jobs end, since
+  the model does not reserve the future by GPU id).
+- **wait**: ``now`` moves forward by ``value`` seconds: running jobs (and
+  ``jobs``, the round's started jobs as running ones) age, those done leave,
+  and every queued job stays queued.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from whale_opt.decision import Action, Decision, JobDecision, job_nodes
+from whale_opt.io import read_queue
+from whale_opt.problem_data import FieldError, Instance, QueuedJob, RunningJob, Tenant
+from whale_opt.solve import solve
+
+CHANGE_KINDS = (
+    "add-jobs",
+    "fail-node",
+    "drain",
+    "quota",
+    "gpu-types",
+    "topology",
+    "preempt",
+    "wait",
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One edit of an instance.
+
+    ``target`` is a node id (fail-node, drain), a tenant (quota) or a queued
+    job id (gpu-types, topology, wait); ``value`` the new quota, GPU types,
+    topology, preempted running job ids or seconds to wait; ``jobs`` the
+    queued jobs to add (add-jobs) or started jobs to carry as running (wait).
+    """
+
+    kind: str
+    target: str = ""
+    value: Any = None
+    jobs: tuple[Any, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHANGE_KINDS:
+            raise ValueError(f"unknown change {self.kind!r}; choose from {CHANGE_KINDS}")
+
+    def describe(self) -> str:
+        """The change in words."""
+        if self.kind == "add-jobs":
+            return "add job(s) " + ", ".join(job.id for job in self.jobs)
+        if self.kind == "fail-node":
+            return f"node {self.target} fails"
+        if self.kind == "drain":
+            return f"drain node {self.target} (no new work)"
+        if self.kind == "quota":
+            return f"set tenant {self.target} quota to {self.value} GPUs"
+        if self.kind == "gpu-types":
+            return f"let {self.target} accept GPU types {', '.join(self.value)}"
+        if self.kind == "topology":
+            return f"relax {self.target} topology to {self.value}"
+        if self.kind == "preempt":
+            return "preempt " + ", ".join(self.value)
+        return f"wait {self.value} s"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        out: dict[str, Any] = {"kind": self.kind, "target": self.target, "value": value}
+        if self.kind == "add-jobs":
+            out["jobs"] = [job.id for job in self.jobs]
+        return out
+
+
+def _node_pos(instance: Instance, node_id: str) -> int:
+    if node_id not in instance.node_index:
+        raise FieldError("node", node_id, "names no node of the instance")
+    return instance.node_index[node_id]
+
+
+def _fail_node(instance: Instance, node_id: str) -> Instance:
+    pos = _node_pos(instance, node_id)
+    node = instance.nodes[pos]
+    nodes = list(instance.nodes)
+    nodes[pos] = replace(node, down=True)
+    kept: list[RunningJob] = []
+    lost: list[QueuedJob] = []
+    speed = instance.gpu_types[node.gpu_type].speed
+    for job in instance.running:
+        if not any(gpu.rpartition("/")[0] == node_id for gpu in job.gpus):
+            kept.append(job)
+            continue
+        spans = {gpu.rpartition("/")[0] for gpu in job.gpus}
+        lost.append(
+            QueuedJob(
+                job.id,
+                len(job.gpus),
+                max(1, math.ceil(job.remaining_s * speed)),
+                tenant=job.tenant,
+                gpu_types=(node.gpu_type,),
+                cpu=job.cpu,
+                memory_gb=job.memory_gb,
+                weight=job.weight,
+                topology="node" if len(spans) == 1 else "rack",
+            )
+        )
+    return instance.replace(
+        nodes=tuple(nodes), running=tuple(kept), queue=instance.queue + tuple(lost)
+    )
+
+
+def _drain(instance: Instance, node_id: str) -> Instance:
+    pos = _node_pos(instance, node_id)
+    node = instance.nodes[pos]
+    held = {instance.parse_gpu(g).index for g in instance.gpu_owner if g.startswith(node_id + "/")}
+    failed = tuple(sorted(set(node.failed_gpus) | (set(range(node.gpus)) - held)))
+    nodes = list(instance.nodes)
+    nodes[pos] = replace(node, failed_gpus=failed)
+    return instance.replace(nodes=tuple(nodes))
+
+
+def _edit_job(instance: Instance, job_id: str, **changes: Any) -> Instance:
+    pos = instance.queue_position(job_id)
+    queue = list(instance.queue)
+    queue[pos] = replace(queue[pos], **changes)
+    return instance.replace(queue=tuple(queue))
+
+
+def _wait(instance: Instance, seconds: int, carried: Iterable[RunningJob]) -> Instance:
+    carried = tuple(carried)
+    running = []
+    for job in (*instance.running, *carried):
+        if job.remaining_s > seconds:
+            running.append(
+                replace(
+                    job, remaining_s=job.remaining_s - seconds, started_at=job.started_at - seconds
+                )
+            )
+    carried_ids = {job.id for job in carried}
+    queue = tuple(
+        replace(job, submitted_at=job.submitted_at - seconds)
+        for job in instance.queue
+        if job.id not in carried_ids
+    )
+    return instance.replace(running=tuple(running), queue=queue, now=instance.now + seconds)
+
+
+def apply_change(instance: Instance, change: Change) -> Instance:
+    """``instance`` with ``change`` applied (raises FieldError/KeyError on bad names)."""
+    if change.kind == "add-jobs":
+        return instance.replace(queue=instance.queue + tuple(change.jobs))
+    if change.kind == "fail-node":
+        return _fail_node(instance, change.target)
+    if change.kind == "drain":
+        return _drain(instance, change.target)
+    if change.kind == "quota":
+        tenants = dict(instance.tenants)
+        tenants[change.target] = Tenant(change.target, int(change.value))
+        return instance.replace(tenants=tenants)
+    if change.kind == "gpu-types":
+        return _edit_job(instance, change.target, gpu_types=tuple(change.value))
+    if change.kind == "topology":
+        return _edit_job(instance, change.target, topology=change.value)
+    if change.kind == "preempt":
+        gone = set(change.value)
+        return instance.replace(running=tuple(j for j in instance.running if j.id not in gone))
+    return _wait(instance, int(change.value), change.jobs)
+
+
+def read_jobs(path: str | Path) -> tuple[QueuedJob, ...]:
+    """Queued jobs to add, from a JSON file (see :func:`whale_opt.io.read_queue`)."""
+    return read_queue(path)
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """One job decided differently: its decision before and after (None: absent)."""
+
+    job_id: str
+    before: JobDecision | None
+    after: JobDecision | None
+
+    @property
+    def start_moved(self) -> bool:
+        """Whether the expected start changed."""
+        return _start(self.before) != _start(self.after)
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Decisions before and after a change, and what differs."""
+
+    change: Change
+    before: Decision
+    after: Decision
+    jobs: tuple[JobChange, ...]
+
+    @property
+    def objective_delta(self) -> float:
+        """Objective after minus before."""
+        return self.after.objective - self.before.objective
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "change": self.change.to_dict(),
+            "objective_before": self.before.objective,
+            "objective_after": self.after.objective,
+            "objective_delta": self.objective_delta,
+            "jobs": [
+                {
+                    "id": item.job_id,
+                    "before": _summary(item.before),
+                    "after": _summary(item.after),
+                    "start_moved": item.start_moved,
+                }
+                for item in self.jobs
+            ],
+        }
+
+    def render(self) -> str:
+        """A readable report."""
+        lines = [f"what if: {self.change.describe()}"]
+        lines.append(f"{'job':<14} {'before':<28} {'after':<28}")
+        for item in self.jobs:
+            lines.append(f"{item.job_id:<14} {_short(item.before):<28} {_short(item.after):<28}")
+        if not self.jobs:
+            lines.append("(no decision changes)")
+        lines.append(
+            f"objective {self.before.objective:.6g} -> {self.after.objective:.6g}"
+            f" ({self.objective_delta:+.6g})"
+        )
+        return "\n".join(lines)
+
+
+def _start(item: JobDecision | None) -> int | None:
+    return None if item is None else item.start_s
+
+
+def _summary(item: JobDecision | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    return {
+        "action": item.action.value,
+        "start_s": item.start_s,
+        "end_s": item.end_s,
+        "gpus": list(item.gpus),
+        "nodes": list(job_nodes(item)),
+        "reason": item.reason,
+    }
+
+
+def _short(item: JobDecision | None) -> str:
+    if item is None:
+        return "-"
+    if item.action in (Action.START, Action.PLANNED):
+        return f"{item.action.value} {item.start_s}-{item.end_s} {','.join(job_nodes(item))}"
+    return item.action.value
+
+
+def _same(a: JobDecision | None, b: JobDecision | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.action, a.start_s, a.end_s, a.gpus, job_nodes(a)) == (
+        b.action,
+        b.start_s,
+        b.end_s,
+        b.gpus,
+        job_nodes(b),
+    )
+
+
+def diff(change: Change, before: Decision, after: Decision) -> Diff:
+    """The jobs decided differently in ``before`` and ``after``."""
+    old = {item.id: item for item in before.jobs}
+    new = {item.id: item for item in after.jobs}
+    jobs = tuple(
+        JobChange(job_id, old.get(job_id), new.get(job_id))
+        for job_id in dict.fromkeys([*old, *new])
+        if not _same(old.get(job_id), new.get(job_id))
+    )
+    return Diff(change, before, after, jobs)
+
+
+def whatif(instance: Instance, change: Change, solver: str = "wspt") -> Diff:
+    """Solve ``instance`` before and after ``change`` with ``solver`` and compare."""
+    before = solve(instance, solver)
+    after = solve(apply_change(instance, change), solver)
+    return diff(change, before, after)
+
+
+def dumps(diff_: Diff) -> str:
+    """The diff as indented JSON."""
+    return json.dumps(diff_.to_dict(), indent=1)
