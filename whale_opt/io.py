@@ -149,7 +149,7 @@ def _check_format(raw: Any, expected: str, source: str) -> None:
         )
 
 
-def _load_json(path: str | Path) -> Any:
+def load_json(path: str | Path) -> Any:
     """Parse a file as JSON; an unreadable, empty, binary or broken file is an InputError."""
     source = str(path)
     try:
@@ -248,7 +248,7 @@ def read_queue(path: str | Path) -> tuple[QueuedJob, ...]:
     """Queued jobs from a JSON file: ``{"queue": [...]}`` or a bare list of
     instance@1 queue items (checked against the instance schema's item rules)."""
     source = str(path)
-    raw = _load_json(path)
+    raw = load_json(path)
     items = raw.get("queue") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not items:
         raise InputError(source, "queue", "must be a non-empty list of queue items")
@@ -266,7 +266,7 @@ def read_queue(path: str | Path) -> tuple[QueuedJob, ...]:
 
 def read_instance(path: str | Path) -> Instance:
     """Read an instance@1 file; raise :class:`InputError` on any problem."""
-    return instance_from_dict(_load_json(path), str(path))
+    return instance_from_dict(load_json(path), str(path))
 
 
 def instance_to_dict(instance: Instance) -> dict[str, Any]:
@@ -423,7 +423,7 @@ def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
 
 def read_decision(path: str | Path) -> Decision:
     """Read a decision@1 file; raise :class:`InputError` on any problem."""
-    return decision_from_dict(_load_json(path), str(path))
+    return decision_from_dict(load_json(path), str(path))
 
 
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:

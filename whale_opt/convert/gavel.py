@@ -19,7 +19,6 @@ the class's measured K80/P100/V100 heterogeneity, our relative speed beyond.
 from __future__ import annotations
 
 import ast
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -28,9 +27,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from whale_opt.convert._common import read_text
 from whale_opt.convert.assumptions import DEFAULT_ASSUMPTIONS, GAVEL_WORKERS, Assumptions
-from whale_opt.io import InputError
+from whale_opt.io import InputError, load_json
 from whale_opt.problem_data import GpuType
 from whale_opt.sim.trace import TraceJob
 
@@ -57,12 +55,7 @@ class GavelThroughputs:
 def read_gavel(path: str | Path) -> GavelThroughputs:
     """The isolated throughputs of a Gavel ``simulation_throughputs.json``."""
     source = str(path)
-    try:
-        raw = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            source, f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}"
-        ) from exc
+    raw = load_json(path)
     if not isinstance(raw, dict):
         raise InputError(source, "(top level)", "must be an object of worker types")
     table: dict[tuple[str, int], dict[str, float]] = {}

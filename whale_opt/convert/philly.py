@@ -9,16 +9,15 @@ submitted_time}``, times ``YYYY-MM-DD HH:MM:SS``. See ``docs/IMPORT.md``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from whale_opt.convert._common import cluster, csv_rows, model_of, read_text
+from whale_opt.convert._common import cluster, csv_rows, model_of
 from whale_opt.convert.assumptions import DEFAULT_ASSUMPTIONS, Assumptions, GpuModel
-from whale_opt.io import InputError
+from whale_opt.io import InputError, load_json
 from whale_opt.problem_data import FieldError, Instance
 from whale_opt.sim.trace import TraceJob
 
@@ -85,12 +84,7 @@ def read_philly_trace(
     """
     speed = assumptions.model(measured_on).speed
     source = str(path)
-    try:
-        raw = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            source, f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}"
-        ) from exc
+    raw = load_json(path)
     if not isinstance(raw, list) or not raw:
         raise InputError(source, "(top level)", "must be a non-empty JSON list of jobs")
     parsed = [_parse(source, k, item) for k, item in enumerate(raw)]
