@@ -36,6 +36,7 @@ from whale_opt.policies.base import (
 )
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance, Tenant
+from whale_opt.profile import Profile
 from whale_opt.timeline import ClusterTimeline
 
 DEFAULT_MAX_GPUS = 512
@@ -221,13 +222,15 @@ def merge(
     again = {
         k for k, placement in placements.items() if placement is None and _has_quota(instance, k)
     }
-    quota_use = ClusterTimeline(instance)  # for the tenants' use only
+    quota_use: dict[str, Profile] = defaultdict(Profile)  # GPUs held per tenant over time
+    for held in instance.running:
+        quota_use[held.tenant].add(0, held.remaining_s, len(held.gpus))
     placed = {k: p for k, p in placements.items() if p is not None}
     for k in sorted(placed, key=lambda k: (placed[k].start, k)):
         job = instance.queue[k]
         if _has_quota(instance, k):
             quota = instance.tenants[job.tenant].gpu_quota or 0
-            use = quota_use.tenant_profile(job.tenant)
+            use = quota_use[job.tenant]
             if use.peak(placed[k].start, placed[k].end) + job.gpus > quota:
                 again.add(k)
                 continue

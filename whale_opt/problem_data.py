@@ -9,7 +9,7 @@ code never re-checks. Nothing here imports the rest of the package.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -488,13 +488,3 @@ def tenant_quota(instance: Instance, tenant: str) -> int | None:
     """The GPU quota of ``tenant`` (None when it has none)."""
     record = instance.tenants.get(tenant)
     return None if record is None else record.gpu_quota
-
-
-def unique(items: Iterable[str]) -> bool:
-    """True when no item repeats."""
-    seen: set[str] = set()
-    for item in items:
-        if item in seen:
-            return False
-        seen.add(item)
-    return True

@@ -16,15 +16,12 @@ from collections.abc import Iterable
 
 from whale_opt.decision import Action, JobDecision
 from whale_opt.problem_data import FieldError, Instance, QueuedJob
-from whale_opt.topology import nvlink_edges
+from whale_opt.topology import node_topologies
 
 
 def partly_linked(instance: Instance, node_pos: int) -> bool:
     """Whether some pair of the node's healthy GPUs has no NVLink."""
-    node = instance.nodes[node_pos]
-    healthy = node.healthy_indices
-    linked = {(min(a, b), max(a, b)) for a, b in nvlink_edges(node.nvlink, node.gpus)}
-    return any((a, b) not in linked for i, a in enumerate(healthy) for b in healthy[i + 1 :])
+    return not node_topologies(instance)[node_pos].clique
 
 
 def waits_for_release(instance: Instance, job: QueuedJob, nodes: tuple[int, ...]) -> bool:

@@ -200,16 +200,6 @@ class ClusterTimeline:
             self._quota_memo[key] = found
         return found if found <= give_up else INF
 
-    def node_fit(self, node: int, start: int, duration: int, gpus: int, job: QueuedJob) -> float:
-        """Earliest t >= start at which ``gpus`` of ``job`` fit on ``node`` and in its quota."""
-        t: float = start
-        while t < INF:
-            t0 = t
-            t = self._quota_fit(job, self._node_fit(node, int(t), duration, gpus, job), duration)
-            if t == t0:
-                return t
-        return INF
-
     def _free_from(self, node: int, gpus: int) -> float:
         """First t >= 1 when ``node`` has ``gpus`` GPUs unused (cached until it changes)."""
         cache = self._first_free[node]
@@ -238,7 +228,7 @@ class ClusterTimeline:
             if profile.levels[k] < profile.levels[k - 1]
         ]
 
-    def _fit_with_quota(
+    def node_fit(
         self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
     ) -> float:
         """Earliest t >= start where the whole job fits on ``node`` and in its quota."""
@@ -345,7 +335,7 @@ class ClusterTimeline:
         for node in nodes:
             if (
                 popcount(self.free_now[node]) >= job.gpus
-                and self._fit_with_quota(node, 0, duration, job, 0) == 0
+                and self.node_fit(node, 0, duration, job, 0) == 0
             ):
                 mask = choose_gpus(self.topologies[node], self.free_now[node], job.gpus, nvlink)
                 if mask is not None:
@@ -367,7 +357,7 @@ class ClusterTimeline:
                     continue
                 first = int(release)
             give_up = horizon if best_later is None else best_later[0] - 1
-            t = self._fit_with_quota(node, max(1, first), duration, job, give_up)
+            t = self.node_fit(node, max(1, first), duration, job, give_up)
             if t <= horizon and (best_later is None or t < best_later[0]):
                 best_later = (t, node)
         if not out and best_later is not None:

@@ -281,35 +281,28 @@ def choose_gpus(topo: NodeTopology, free: int, size: int, nvlink: bool) -> int |
             break
         if nvlink and not topo.connected(mask):
             continue
-        rest = free & ~mask
-        parts = topo.components(rest)
-        score = (-max((popcount(p) for p in parts), default=0), len(parts), mask)
+        score = _leftover_score(topo, free, mask)
         if best is None or score < best:
             best, best_mask = score, mask
     return best_mask
 
 
+def _leftover_score(topo: NodeTopology, free: int, mask: int) -> tuple[int, int, int]:
+    """Lower is better: the largest free NVLink block left (negated), the number of
+    free fragments left, then the mask itself (lowest indices)."""
+    parts = topo.components(free & ~mask)
+    return (-max((popcount(p) for p in parts), default=0), len(parts), mask)
+
+
+def connected_sets(topo: NodeTopology, free: int, size: int, limit: int) -> list[int]:
+    """Up to ``limit`` NVLink-connected sets of ``size`` of the ``free`` GPUs, in
+    :func:`choose_gpus`'s order of preference (best first)."""
+    free &= topo.healthy
+    found = [m for m in _subsets(free, size) if topo.connected(m)]
+    found.sort(key=lambda m: _leftover_score(topo, free, m))
+    return found[:limit]
+
+
 def mask_to_ids(node: Node, mask: int) -> tuple[str, ...]:
     """Public GPU ids of the GPUs in ``mask``."""
     return tuple(node.gpu_id(i) for i in bits(mask))
-
-
-def independent_pools(instance: Instance) -> list[tuple[set[str], list[int]]]:
-    """Split GPU types and queued jobs into groups that share no GPU type.
-
-    Each group (types, job positions) is an independent sub-problem: no job
-    of one group can use any GPU of another. Tenant quotas couple groups, so
-    callers must not split instances whose tenants with quotas span groups.
-    """
-    graph = nx.Graph()
-    graph.add_nodes_from(("type", name) for name in instance.gpu_types)
-    for position, types in enumerate(instance.eligible_types):
-        graph.add_node(("job", position))
-        for name in types:
-            graph.add_edge(("job", position), ("type", name))
-    groups: list[tuple[set[str], list[int]]] = []
-    for component in nx.connected_components(graph):
-        names = {key[1] for key in component if key[0] == "type"}
-        jobs = sorted(key[1] for key in component if key[0] == "job")
-        groups.append((names, jobs))
-    return groups

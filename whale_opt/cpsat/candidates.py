@@ -12,7 +12,6 @@ enters the model: only these lists do.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -20,7 +19,7 @@ from whale_opt.decision import JobDecision
 from whale_opt.problem_data import Instance
 from whale_opt.profile import INF
 from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import bits, needs_nvlink, popcount, single_node
+from whale_opt.topology import connected_sets, needs_nvlink, popcount, single_node
 
 
 class Mode(Enum):
@@ -54,21 +53,6 @@ class Neighbourhood:
     # (node, start) of fixed planned NVLink jobs on partially linked nodes that only
     # a freed job ending there by that start can justify (the checker's release rule).
     needs_release: list[tuple[int, int]] = field(default_factory=list)
-
-
-def _connected_masks(timeline: ClusterTimeline, node: int, size: int, limit: int) -> list[int]:
-    """Up to ``limit`` NVLink-connected sets of ``size`` free GPUs, least fragmenting first."""
-    topo = timeline.topologies[node]
-    free = timeline.free_now[node]
-    found = []
-    for combo in itertools.combinations(tuple(bits(free)), size):
-        mask = sum(1 << i for i in combo)
-        if topo.connected(mask):
-            rest = topo.components(free & ~mask)
-            score = (-max((popcount(p) for p in rest), default=0), len(rest), mask)
-            found.append((score, mask))
-    found.sort()
-    return [mask for _, mask in found[:limit]]
 
 
 def free_job(
@@ -113,7 +97,7 @@ def free_job(
         scored = []
         for n in eligible:
             duration = durations[instance.nodes[n].gpu_type]
-            start = timeline.node_fit(n, 0, duration, job.gpus, job)
+            start = timeline.node_fit(n, 0, duration, job)
             if start < INF:
                 scored.append((start + duration, popcount(timeline.free_now[n]), n))
         scored.sort()
@@ -135,7 +119,9 @@ def free_job(
     if mode is Mode.SINGLE and needs_nvlink(job):
         for n in nodes:
             if not timeline.topologies[n].clique and popcount(timeline.free_now[n]) >= job.gpus:
-                item.now_masks[n] = _connected_masks(timeline, n, job.gpus, masks_per_node)
+                item.now_masks[n] = connected_sets(
+                    timeline.topologies[n], timeline.free_now[n], job.gpus, masks_per_node
+                )
         if incumbent is not None and incumbent.start == 0:
             # Keep the incumbent's own GPU set on offer, so the hint is complete.
             for n, mask in zip(incumbent.nodes, incumbent.masks, strict=True):

@@ -109,16 +109,3 @@ def _pick(
         return job.weight * (item.start_s or 0) if item.action is Action.PLANNED else 0.0
 
     return max(sample, key=delay)
-
-
-def decision_order(decision_jobs: Sequence[JobDecision], instance: Instance) -> list[int]:
-    """An order that reproduces a decision's shape: by start, then end; deferred last."""
-    position = {job.id: k for k, job in enumerate(instance.queue)}
-
-    def key(item: JobDecision) -> tuple[float, float, int]:
-        if item.action is Action.DEFERRED or item.start_s is None:
-            return (float("inf"), float("inf"), position[item.id])
-        return (item.start_s, item.end_s or 0, position[item.id])
-
-    queued = [item for item in decision_jobs if item.id in position]
-    return [position[item.id] for item in sorted(queued, key=key)]
