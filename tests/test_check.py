@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whale_opt.check import Violation, check
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
 from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     GpuType,
@@ -97,8 +97,9 @@ def decide(
     value: float | None = None,
     keep_running: bool = True,
 ) -> Decision:
-    """A decision of ``items`` (running jobs kept unless listed), objective recomputed."""
-    jobs = list(items)
+    """A decision of ``items`` (running jobs kept unless listed), objective recomputed,
+    dropped preferences reported as every solver reports them."""
+    jobs = list(with_dropped(instance, items))
     listed = {item.id for item in jobs}
     if keep_running:
         jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running if r.id not in listed]
@@ -143,7 +144,7 @@ def test_gpu_listed_twice_by_one_job() -> None:
 def test_gpu_of_a_preempted_job_may_be_reused() -> None:
     inst = cluster(
         job("q1"),
-        running=[RunningJob("r1", gpus("a0", 0), 500)],
+        running=[RunningJob("r1", gpus("a0", 0), 500, priority_class="best-effort")],
         policy=Policy(allow_preemption=True),
     )
     decision = decide(inst, start("q1", ["a0/0"]), JobDecision("r1", Action.PREEMPT))
@@ -573,12 +574,19 @@ def test_preemption_of_a_non_preemptible_job() -> None:
 
 
 def test_preemption_is_priced_in_the_objective() -> None:
-    inst = cluster(
-        running=[RunningJob("r1", gpus("a0", 0), 50, weight=2.0, checkpoint_s=10)],
-        policy=Policy(allow_preemption=True),
+    # Best-effort (class factor 0.1), weight 2, 100 s run without a checkpoint, 10 s restore.
+    victim = RunningJob(
+        "r1",
+        gpus("a0", 0),
+        50,
+        weight=2.0,
+        checkpoint_s=10,
+        started_at=-100,
+        priority_class="best-effort",
     )
-    decision = decide(inst, JobDecision("r1", Action.PREEMPT))
-    assert decision.objective == 2.0 * (50 + 10)
+    inst = cluster(job("q1"), running=[victim], policy=Policy(allow_preemption=True))
+    decision = decide(inst, start("q1", ["a0/0"]), JobDecision("r1", Action.PREEMPT))
+    assert decision.objective == pytest.approx(100 + 2.0 * 0.1 * (100 + 10))
     assert check(inst, decision) == []
     assert found(check(inst, decision.with_changes(objective=0.0))) == {("objective", None)}
 
@@ -604,7 +612,9 @@ def test_valid_decision_with_every_feature_passes() -> None:
         job("q7", 1, min_gpu_memory_gb=100),
         running=[
             RunningJob("r1", gpus("v0", 0, 4), 300, tenant="cv"),
-            RunningJob("r2", gpus("a2", 0, 1, 2, 3), 900, tenant="nlp", preemptible=True),
+            RunningJob(
+                "r2", gpus("a2", 0, 1, 2, 3), 900, tenant="nlp", priority_class="best-effort"
+            ),
             RunningJob("r3", gpus("f0", 1, 2), 40, tenant="cv"),
         ],
         tenants={"nlp": Tenant("nlp", 20), "cv": Tenant("cv", 32), "rl": Tenant("rl")},
@@ -614,7 +624,7 @@ def test_valid_decision_with_every_feature_passes() -> None:
         inst,
         start("q1", gpus("v0", 1, 5, 6, 7), end=200),  # 1-5 cross link joins the quads
         start("q2", gpus("a0", *range(8)) + gpus("a1", *range(8)), end=1000),
-        start("q3", ["a2/4", "p0/0"]),
+        start("q3", ["a2/0", "p0/0"]),  # on a GPU of the preempted r2
         planned("q4", 1000, 1050, ["a0", "a1"], [8, 2]),
         planned("q5", 40, 100, ["f0"], [7]),
         start("q6", ["v0/2", "v0/3"], end=70),
@@ -622,6 +632,9 @@ def test_valid_decision_with_every_feature_passes() -> None:
         JobDecision("r2", Action.PREEMPT),
     )
     assert check(inst, decision) == []
+    assert [name for name, _ in decision.job("q3").dropped] == ["zone"]
+    silent = decision.with_changes(jobs=tuple(replace(item, dropped=()) for item in decision.jobs))
+    assert found(check(inst, silent)) == {("preferences", "q3")}
 
 
 # -- regressions: checker bugs found by these tests -------------------------------------

@@ -24,10 +24,17 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from whale_opt.decision import Action, Decision, JobDecision, objective
+from whale_opt.decision import (
+    Action,
+    Decision,
+    JobDecision,
+    dropped_preferences,
+    objective,
+    placement_of,
+)
 from whale_opt.problem_data import FieldError, Instance, QueuedJob
-from whale_opt.rules import unreleased_plans
-from whale_opt.topology import NodeTopology, node_can_host, node_topologies, popcount
+from whale_opt.rules import preemption_problems, unreleased_plans
+from whale_opt.topology import node_topologies, nvlink_breaches, popcount
 
 TOLERANCE = 1e-6
 
@@ -83,6 +90,8 @@ class _Checker:
                 self._started(position, job, item)
             elif item.action is Action.PLANNED:
                 self._planned(position, job, item)
+            if item.action in (Action.START, Action.PLANNED):
+                self._draining_and_preferences(position, job, item)
         self._capacity()
         self._planned_after_release()
         self._quotas()
@@ -114,14 +123,12 @@ class _Checker:
         return items
 
     def _running(self, items: dict[str, JobDecision]) -> None:
-        """Kept running jobs hold their GPUs; only preemptible ones may be preempted."""
+        """Kept running jobs hold their GPUs; preemptions follow :mod:`whale_opt.rules`."""
+        for job_id, message in preemption_problems(self.instance, items.values()):
+            self.flag(job_id, "preemption", message)
         for job in self.instance.running:
             item = items.get(job.id)
             if item is not None and item.action is Action.PREEMPT:
-                if not job.preemptible:
-                    self.flag(job.id, "preemption", "is not preemptible")
-                if not self.instance.policy.allow_preemption:
-                    self.flag(job.id, "preemption", "policy.allow_preemption is off")
                 continue
             per_node: dict[int, int] = defaultdict(int)
             for gpu in job.gpus:
@@ -249,6 +256,21 @@ class _Checker:
             new=True,
         )
 
+    def _draining_and_preferences(self, position: int, job: QueuedJob, item: JobDecision) -> None:
+        """No new work on a draining node; every dropped soft preference reported."""
+        per_node, _ = placement_of(self.instance, item)
+        for node in per_node:
+            if self.instance.nodes[node].draining:
+                self.flag(job.id, "draining", f"node {self.instance.nodes[node].id} is draining")
+        actual = set(dropped_preferences(self.instance, position, item))
+        reported = {name for name, _ in item.dropped}
+        if actual != reported:
+            self.flag(
+                job.id,
+                "preferences",
+                f"drops {sorted(actual) or 'none'} but reports {sorted(reported) or 'none'}",
+            )
+
     def _one_type(self, position: int, job: QueuedJob, nodes: list[int]) -> str | None:
         types = {self.instance.nodes[n].gpu_type for n in nodes}
         if len(types) != 1:
@@ -284,36 +306,14 @@ class _Checker:
     ) -> None:
         """One node, one rack, whole connected nodes, or connected GPUs, as asked."""
         racks = {self.instance.nodes[n].rack for n in per_node}
-        if job.topology in ("nvlink", "rack") and len(racks) > 1:
+        if job.topology == "rack" and len(racks) > 1:
             self.flag(job.id, "topology", f"'{job.topology}' job spans racks {sorted(racks)}")
         if job.topology == "node" and len(per_node) > 1:
             self.flag(job.id, "topology", f"'node' job spans {len(per_node)} nodes")
-        if job.topology != "nvlink" or job.gpus == 1 or not per_node:
+        if job.topology != "nvlink":
             return
-        topos: list[NodeTopology] = [self.topologies[n] for n in per_node]
-        if len(per_node) > 1:
-            for topo in topos:
-                whole = per_node[self.instance.node_index[topo.node.id]] == topo.size
-                if not whole or not node_can_host(job, topo):
-                    self.flag(
-                        job.id,
-                        "topology",
-                        f"multi-node nvlink job must take whole NVLink-connected nodes;"
-                        f" {topo.node.id} does not qualify",
-                    )
-            if job.gpus <= max(t.size for t in topos):
-                self.flag(job.id, "topology", "nvlink job that fits one node is split")
-            elif len({t.size for t in topos}) > 1:
-                self.flag(job.id, "topology", "multi-node nvlink job mixes node sizes")
-            return
-        (topo,) = topos
-        if masks is not None:
-            if not topo.connected(masks[self.instance.node_index[topo.node.id]]):
-                self.flag(job.id, "nvlink", f"GPUs on {topo.node.id} are not NVLink-connected")
-        elif not node_can_host(job, topo):
-            self.flag(
-                job.id, "nvlink", f"{topo.node.id} has no NVLink-connected block of {job.gpus} GPUs"
-            )
+        for kind, message in nvlink_breaches(self.instance, self.topologies, job, per_node, masks):
+            self.flag(job.id, kind, message)
 
     def _capacity(self) -> None:
         """GPU count, CPU and host memory per node, at every moment."""

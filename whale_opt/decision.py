@@ -4,14 +4,17 @@ The objective lives here, in one place, so that every solver, policy and the
 checker price a decision the same way (FORMAT.md, decision@1):
 
     objective = sum over queued jobs of weight x end
-              + sum over jobs placed outside their preferred zone of
-                weight x policy.zone_penalty_s
+              + sum over soft preferences a placement drops of
+                weight x its price (policy.zone_penalty_s, gpu_type_penalty_s,
+                nvlink_penalty_s; see :mod:`whale_opt.preferences`)
               + sum over preempted running jobs of
-                weight x (checkpoint_s + remaining_s)
+                weight x (work since its last checkpoint + checkpoint_s)
 
-where a deferred job ends at ``horizon_s`` + its shortest duration. A
-preempted job is priced as if its remaining work were pushed back by itself
-plus the checkpoint/restore time: the cheapest it can ever cost.
+where a deferred job ends at ``horizon_s`` + its shortest duration and
+``weight`` is the effective weight (the job's weight x its priority class's
+factor x aging, :attr:`Instance.weights`). A preempted job is priced by the
+work it loses and its checkpoint/restore time; it goes back to the queue with
+its remaining work, where the next round prices its wait like any other.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whale_opt.problem_data import Instance
+from whale_opt import preferences
+from whale_opt.problem_data import FieldError, Instance
 
 
 class Action(enum.StrEnum):
@@ -47,8 +51,9 @@ class JobDecision:
     """One job's action.
 
     ``gpus`` for ``start``; ``nodes`` and ``node_gpus`` (GPUs per node, same
-    order) for ``planned``; ``reason`` for ``deferred``. Times are seconds
-    from the instance's now.
+    order) for ``planned``; ``reason`` for ``deferred``; ``dropped`` the soft
+    preferences its placement drops, as (preference, reason) pairs. Times are
+    seconds from the instance's now.
     """
 
     id: str
@@ -59,6 +64,7 @@ class JobDecision:
     nodes: tuple[str, ...] = ()
     node_gpus: tuple[int, ...] = ()
     reason: str | None = None
+    dropped: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,21 +111,64 @@ def job_nodes(item: JobDecision) -> tuple[str, ...]:
     return item.nodes
 
 
-def placement_penalty(instance: Instance, position: int, nodes: tuple[str, ...]) -> float:
-    """Soft-preference penalty of queued job ``position`` placed on ``nodes``."""
+def placement_of(
+    instance: Instance, item: JobDecision
+) -> tuple[dict[int, int], dict[int, int] | None]:
+    """GPUs per node position and, for a start, GPU bit masks per node.
+
+    Empty when the job is not placed or names unknown nodes or GPUs (the
+    checker reports those).
+    """
+    try:
+        if item.action is Action.START:
+            masks: dict[int, int] = {}
+            for gpu in item.gpus:
+                ref = instance.parse_gpu(gpu)
+                masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
+            return {n: m.bit_count() for n, m in masks.items()}, masks
+    except FieldError:
+        return {}, None
+    if item.action is Action.PLANNED and all(n in instance.node_index for n in item.nodes):
+        per_node: dict[int, int] = {}
+        for node_id, count in zip(item.nodes, item.node_gpus, strict=False):
+            per_node[instance.node_index[node_id]] = count
+        return per_node, None
+    return {}, None
+
+
+def dropped_preferences(instance: Instance, position: int, item: JobDecision) -> tuple[str, ...]:
+    """The soft preferences queued job ``position``'s placement in ``item`` drops."""
+    per_node, masks = placement_of(instance, item)
+    return preferences.dropped(instance, position, per_node, masks)
+
+
+def placement_penalty(instance: Instance, position: int, item: JobDecision) -> float:
+    """Soft-preference penalty of queued job ``position`` placed as ``item`` says."""
     job = instance.queue[position]
-    if job.zone is None or not nodes:
+    if not (job.zone or job.preferred_gpu_types or job.prefer_nvlink):
         return 0.0
-    index = instance.node_index
-    # An unknown node counts as outside (the checker reports it separately).
-    outside = any(n not in index or instance.nodes[index[n]].zone != job.zone for n in nodes)
-    return job.weight * instance.policy.zone_penalty_s if outside else 0.0
+    return preferences.price(instance, position, dropped_preferences(instance, position, item))
 
 
 def preemption_cost(instance: Instance, running_position: int) -> float:
-    """The price of preempting running job ``running_position``."""
+    """The price of preempting running job ``running_position``: its effective
+    weight x (work since its last checkpoint + checkpoint/restore time)."""
     job = instance.running[running_position]
-    return job.weight * (job.checkpoint_s + job.remaining_s)
+    return instance.running_weights[running_position] * (job.lost_on_preempt_s + job.checkpoint_s)
+
+
+def with_dropped(instance: Instance, jobs: tuple[JobDecision, ...]) -> tuple[JobDecision, ...]:
+    """``jobs`` with each placed queued job's dropped preferences and their reasons."""
+    position = {job.id: k for k, job in enumerate(instance.queue)}
+    out = []
+    for item in jobs:
+        k = position.get(item.id)
+        pairs: tuple[tuple[str, str], ...] = ()
+        if k is not None:
+            names = dropped_preferences(instance, k, item)
+            pairs = tuple((name, preferences.reason(instance, k, name)) for name in names)
+        out.append(replace(item, dropped=pairs) if pairs != item.dropped else item)
+    return tuple(out)
 
 
 def objective(instance: Instance, jobs: tuple[JobDecision, ...] | list[JobDecision]) -> float:
@@ -131,12 +180,13 @@ def objective(instance: Instance, jobs: tuple[JobDecision, ...] | list[JobDecisi
     by_id = {item.id: item for item in jobs}
     total = 0.0
     for position, job in enumerate(instance.queue):
+        weight = instance.weights[position]
         item = by_id.get(job.id)
         if item is None or item.action is Action.DEFERRED or item.end_s is None:
-            total += job.weight * instance.deferred_cost_end(position)
+            total += weight * instance.deferred_cost_end(position)
             continue
-        total += job.weight * item.end_s
-        total += placement_penalty(instance, position, job_nodes(item))
+        total += weight * item.end_s
+        total += placement_penalty(instance, position, item)
     for position, running in enumerate(instance.running):
         item = by_id.get(running.id)
         if item is not None and item.action is Action.PREEMPT:

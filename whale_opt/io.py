@@ -8,6 +8,7 @@ and the bad value. Writing is atomic: a file is either whole or untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -22,11 +23,14 @@ import jsonschema
 
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.problem_data import (
+    DEFAULT_CLASS,
+    DEFAULT_PRIORITY_CLASSES,
     FieldError,
     GpuType,
     Instance,
     Node,
     Policy,
+    PriorityClass,
     QueuedJob,
     RunningJob,
     Tenant,
@@ -209,6 +213,9 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         for name, spec in raw.get("tenants", {}).items()
     }
     policy = _build(source, "policy", Policy, **raw.get("policy", {}))
+    classes = dict(DEFAULT_PRIORITY_CLASSES)
+    for name, spec in raw.get("priority_classes", {}).items():
+        classes[name] = _build(source, f"priority_classes.{name}", PriorityClass, name, **spec)
     return _build(
         source,
         "",
@@ -221,6 +228,7 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         tenants=tenants,
         policy=policy,
         now=raw.get("now", 0),
+        priority_classes=classes,
     )
 
 
@@ -241,6 +249,7 @@ def _queued(spec: Mapping[str, Any]) -> QueuedJob:
     fields = dict(spec)
     fields["gpu_types"] = tuple(fields.get("gpu_types", ()))
     fields["duration_by_type_s"] = tuple(sorted(fields.get("duration_by_type_s", {}).items()))
+    fields["preferred_gpu_types"] = tuple(fields.get("preferred_gpu_types", ()))
     return QueuedJob(**fields)
 
 
@@ -283,16 +292,22 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
         "running": [_running_dict(job) for job in instance.running],
         "queue": [_queued_dict(job) for job in instance.queue],
         "tenants": {
-            t.name: ({} if t.gpu_quota is None else {"gpu_quota": t.gpu_quota})
+            t.name: {
+                key: value
+                for key, value in dataclasses.asdict(t).items()
+                if key != "name" and value is not None
+            }
             for t in instance.tenants.values()
         },
+        "priority_classes": {
+            c.name: {"weight": c.weight, "rank": c.rank, "preemptible": c.preemptible}
+            for c in instance.priority_classes.values()
+            if DEFAULT_PRIORITY_CLASSES.get(c.name) != c
+        },
         "policy": {
-            "time_limit_s": instance.policy.time_limit_s,
-            "horizon_s": instance.policy.horizon_s,
-            "seed": instance.policy.seed,
-            "zone_penalty_s": instance.policy.zone_penalty_s,
-            "allow_preemption": instance.policy.allow_preemption,
-            "report_bound": instance.policy.report_bound,
+            key: value
+            for key, value in dataclasses.asdict(instance.policy).items()
+            if value is not None
         },
     }
 
@@ -315,6 +330,8 @@ def _node_dict(node: Node) -> dict[str, Any]:
         out["down"] = True
     if node.failed_gpus:
         out["failed_gpus"] = list(node.failed_gpus)
+    if node.draining:
+        out["draining"] = True
     return out
 
 
@@ -330,6 +347,10 @@ def _running_dict(job: RunningJob) -> dict[str, Any]:
         "weight": job.weight,
         "preemptible": job.preemptible,
         "checkpoint_s": job.checkpoint_s,
+        "priority_class": job.priority_class,
+        **(
+            {} if job.since_checkpoint_s is None else {"since_checkpoint_s": job.since_checkpoint_s}
+        ),
     }
 
 
@@ -357,6 +378,12 @@ def _queued_dict(job: QueuedJob) -> dict[str, Any]:
         out["zone"] = job.zone
     if job.attained_gpu_s:
         out["attained_gpu_s"] = job.attained_gpu_s
+    if job.priority_class != DEFAULT_CLASS:
+        out["priority_class"] = job.priority_class
+    if job.preferred_gpu_types:
+        out["preferred_gpu_types"] = list(job.preferred_gpu_types)
+    if job.prefer_nvlink:
+        out["prefer_nvlink"] = True
     return out
 
 
@@ -389,6 +416,10 @@ def _job_dict(item: JobDecision) -> dict[str, Any]:
         out["node_gpus"] = list(item.node_gpus)
     if item.reason is not None:
         out["reason"] = item.reason
+    if item.dropped:
+        out["dropped"] = [
+            {"preference": preference, "reason": reason} for preference, reason in item.dropped
+        ]
     return out
 
 
@@ -406,6 +437,7 @@ def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
             nodes=tuple(spec.get("nodes", ())),
             node_gpus=tuple(spec.get("node_gpus", ())),
             reason=spec.get("reason"),
+            dropped=tuple((d["preference"], d["reason"]) for d in spec.get("dropped", ())),
         )
         for spec in raw["jobs"]
     )

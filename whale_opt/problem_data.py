@@ -17,6 +17,7 @@ from typing import Any
 NVLINK_LAYOUTS = ("nvswitch", "hybrid-cube-mesh", "pairs", "pcie")
 TOPOLOGIES = ("nvlink", "node", "rack", "any")
 DEFAULT_HORIZON_S = 604_800
+DEFAULT_CLASS = "training"
 
 
 class FieldError(ValueError):
@@ -90,7 +91,8 @@ class GpuType:
 class Node:
     """A server: one GPU type, its NVLink layout, CPU, host memory and health.
 
-    ``nvlink`` is a named layout or a tuple of NVLink-linked index pairs.
+    ``nvlink`` is a named layout or a tuple of NVLink-linked index pairs. A
+    ``draining`` node keeps its running jobs but takes no new work.
     """
 
     id: str
@@ -103,6 +105,7 @@ class Node:
     zone: str | None = None
     down: bool = False
     failed_gpus: tuple[int, ...] = ()
+    draining: bool = False
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
@@ -167,7 +170,12 @@ class Node:
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A job holding GPUs now; ``remaining_s`` counts from the instance's now."""
+    """A job holding GPUs now; ``remaining_s`` counts from the instance's now.
+
+    ``checkpoint_s`` is the checkpoint/restore time a preemption costs;
+    ``since_checkpoint_s`` the work done since its last checkpoint, lost if
+    it is preempted (None: unknown, so all work since ``started_at``).
+    """
 
     id: str
     gpus: tuple[str, ...]
@@ -179,6 +187,8 @@ class RunningJob:
     weight: float = 1.0
     preemptible: bool = True
     checkpoint_s: int = 0
+    priority_class: str = DEFAULT_CLASS
+    since_checkpoint_s: int | None = None
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
@@ -202,6 +212,25 @@ class RunningJob:
             self.checkpoint_s,
             "must be an integer >= 0",
         )
+        _ident("priority_class", self.priority_class)
+        _require(
+            self.since_checkpoint_s is None
+            or (
+                isinstance(self.since_checkpoint_s, int)
+                and not isinstance(self.since_checkpoint_s, bool)
+                and self.since_checkpoint_s >= 0
+            ),
+            "since_checkpoint_s",
+            self.since_checkpoint_s,
+            "must be an integer >= 0",
+        )
+
+    @property
+    def lost_on_preempt_s(self) -> int:
+        """Work (seconds) a preemption now throws away: since the last checkpoint."""
+        if self.since_checkpoint_s is not None:
+            return self.since_checkpoint_s
+        return max(0, -self.started_at)
 
 
 @dataclass(frozen=True)
@@ -212,6 +241,10 @@ class QueuedJob:
     ``duration_by_type_s`` (type, seconds) pairs override it per GPU type.
     ``attained_gpu_s`` is the GPU-seconds of service it already had before
     being requeued (least-attained-service policies rank by it).
+
+    Soft preferences, priced by the policy when dropped: ``zone``,
+    ``preferred_gpu_types`` and ``prefer_nvlink`` (an NVLink-connected
+    placement wanted but not required: ``topology`` says what is required).
     """
 
     id: str
@@ -229,6 +262,9 @@ class QueuedJob:
     zone: str | None = None
     duration_by_type_s: tuple[tuple[str, int], ...] = ()
     attained_gpu_s: float = 0.0
+    priority_class: str = DEFAULT_CLASS
+    preferred_gpu_types: tuple[str, ...] = ()
+    prefer_nvlink: bool = False
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
@@ -270,14 +306,55 @@ class QueuedJob:
             self.topology,
             f"must be one of {', '.join(TOPOLOGIES)}",
         )
+        _ident("priority_class", self.priority_class)
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    """A priority class: a weight factor, a rank, and whether it may be preempted.
+
+    A job's weight in the objective is its own weight times its class's
+    ``weight``; heuristics start higher ``rank`` first, and a running job may
+    be preempted for a job of a higher rank only (or to reclaim a guarantee).
+    """
+
+    name: str
+    weight: float = 1.0
+    rank: int = 0
+    preemptible: bool = True
+
+    def __post_init__(self) -> None:
+        _ident("name", self.name)
+        _positive("weight", self.weight)
+        _require(
+            isinstance(self.rank, int) and not isinstance(self.rank, bool),
+            "rank",
+            self.rank,
+            "must be an integer",
+        )
+
+
+DEFAULT_PRIORITY_CLASSES: Mapping[str, PriorityClass] = MappingProxyType(
+    {
+        "online": PriorityClass("online", weight=10.0, rank=2, preemptible=False),
+        DEFAULT_CLASS: PriorityClass(DEFAULT_CLASS, weight=1.0, rank=1, preemptible=True),
+        "best-effort": PriorityClass("best-effort", weight=0.1, rank=0, preemptible=True),
+    }
+)
 
 
 @dataclass(frozen=True)
 class Tenant:
-    """A tenant; ``gpu_quota`` caps the GPUs it holds at once (None: no cap)."""
+    """A tenant; ``gpu_quota`` caps the GPUs it holds at once (None: no cap).
+
+    ``guaranteed_gpus`` is its guaranteed share: GPUs it holds beyond it are
+    borrowed, and may be reclaimed by preemption for a tenant below its own
+    guarantee (None: no guarantee, everything it holds is borrowed).
+    """
 
     name: str
     gpu_quota: int | None = None
+    guaranteed_gpus: int | None = None
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
@@ -287,6 +364,19 @@ class Tenant:
                 "gpu_quota",
                 self.gpu_quota,
                 "must be an integer >= 0",
+            )
+        if self.guaranteed_gpus is not None:
+            _require(
+                isinstance(self.guaranteed_gpus, int) and self.guaranteed_gpus >= 0,
+                "guaranteed_gpus",
+                self.guaranteed_gpus,
+                "must be an integer >= 0",
+            )
+            _require(
+                self.gpu_quota is None or self.guaranteed_gpus <= self.gpu_quota,
+                "guaranteed_gpus",
+                self.guaranteed_gpus,
+                f"must not exceed gpu_quota ({self.gpu_quota})",
             )
 
 
@@ -300,6 +390,13 @@ class Policy:
     its GPUs); ``report_bound`` off skips the analytic lower bound (only the
     free sum of weighted shortest durations is reported), for simulations
     where nobody reads it.
+
+    ``gpu_type_penalty_s`` and ``nvlink_penalty_s`` price, like the zone,
+    a job placed off its ``preferred_gpu_types`` or, with ``prefer_nvlink``,
+    on GPUs that are not NVLink-connected. ``aging_per_hour`` grows a waiting
+    job's weight by that fraction per hour waited (0: no aging).
+    ``min_run_s`` is how long a job must have run before it may be
+    preempted; ``max_preemptions`` caps the preemptions of one round.
     """
 
     time_limit_s: float = 10.0
@@ -308,6 +405,11 @@ class Policy:
     zone_penalty_s: int = 3600
     allow_preemption: bool = False
     report_bound: bool = True
+    gpu_type_penalty_s: int = 3600
+    nvlink_penalty_s: int = 3600
+    aging_per_hour: float = 0.0
+    min_run_s: int = 0
+    max_preemptions: int | None = None
 
     def __post_init__(self) -> None:
         _positive("time_limit_s", self.time_limit_s)
@@ -318,10 +420,24 @@ class Policy:
             "must be an integer >= 1",
         )
         _require(isinstance(self.seed, int), "seed", self.seed, "must be an integer")
+        for name in ("zone_penalty_s", "gpu_type_penalty_s", "nvlink_penalty_s", "min_run_s"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                name,
+                value,
+                "must be an integer >= 0",
+            )
+        _nonneg("aging_per_hour", self.aging_per_hour)
         _require(
-            isinstance(self.zone_penalty_s, int) and self.zone_penalty_s >= 0,
-            "zone_penalty_s",
-            self.zone_penalty_s,
+            self.max_preemptions is None
+            or (
+                isinstance(self.max_preemptions, int)
+                and not isinstance(self.max_preemptions, bool)
+                and self.max_preemptions >= 0
+            ),
+            "max_preemptions",
+            self.max_preemptions,
             "must be an integer >= 0",
         )
 
@@ -351,15 +467,23 @@ class Instance:
     tenants: Mapping[str, Tenant] = field(default_factory=dict)
     policy: Policy = field(default_factory=Policy)
     now: int = 0
+    priority_classes: Mapping[str, PriorityClass] = field(
+        default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES)
+    )
     # Derived maps, filled in __post_init__.
     node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
     eligible_types: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
     durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
+    weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    running_weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
+        object.__setattr__(self, "priority_classes", MappingProxyType(dict(self.priority_classes)))
+        for key, klass in self.priority_classes.items():
+            _require(key == klass.name, f"priority_classes.{key}", klass.name, "name mismatch")
         object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))
         for key, gpu_type in self.gpu_types.items():
             _require(key == gpu_type.name, f"gpu_types.{key}", gpu_type.name, "name mismatch")
@@ -376,6 +500,31 @@ class Instance:
         object.__setattr__(self, "node_index", MappingProxyType(node_index))
         object.__setattr__(self, "gpu_owner", MappingProxyType(self._check_running()))
         self._check_queue()
+        object.__setattr__(
+            self, "weights", tuple(self._effective_weight(job) for job in self.queue)
+        )
+        object.__setattr__(
+            self,
+            "running_weights",
+            tuple(
+                job.weight * self.priority_classes[job.priority_class].weight
+                for job in self.running
+            ),
+        )
+
+    def _effective_weight(self, job: QueuedJob) -> float:
+        """Weight x class factor x (1 + aging_per_hour x hours waited)."""
+        waited_h = max(0, -job.submitted_at) / 3600
+        factor = self.priority_classes[job.priority_class].weight
+        return job.weight * factor * (1.0 + self.policy.aging_per_hour * waited_h)
+
+    def _check_class(self, path: str, name: str) -> None:
+        _require(
+            name in self.priority_classes,
+            path,
+            name,
+            f"is not a priority class ({', '.join(sorted(self.priority_classes))})",
+        )
 
     def _check_running(self) -> dict[str, str]:
         owner: dict[str, str] = {}
@@ -395,6 +544,7 @@ class Instance:
                 )
                 _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
                 owner[gpu] = job.id
+            self._check_class(f"running[{k}].priority_class", job.priority_class)
         return owner
 
     def _check_queue(self) -> None:
@@ -408,6 +558,14 @@ class Instance:
                 _require(
                     name in self.gpu_types,
                     f"queue[{k}].gpu_types[{t}]",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            self._check_class(f"queue[{k}].priority_class", job.priority_class)
+            for t, name in enumerate(job.preferred_gpu_types):
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].preferred_gpu_types[{t}]",
                     name,
                     "is not in gpu_types (a typo?)",
                 )
@@ -488,3 +646,14 @@ def tenant_quota(instance: Instance, tenant: str) -> int | None:
     """The GPU quota of ``tenant`` (None when it has none)."""
     record = instance.tenants.get(tenant)
     return None if record is None else record.gpu_quota
+
+
+def tenant_guarantee(instance: Instance, tenant: str) -> int:
+    """The GPUs guaranteed to ``tenant`` (0 when it has no guarantee)."""
+    record = instance.tenants.get(tenant)
+    return 0 if record is None or record.guaranteed_gpus is None else record.guaranteed_gpus
+
+
+def class_rank(instance: Instance, job: QueuedJob | RunningJob) -> int:
+    """The rank of ``job``'s priority class (higher starts first)."""
+    return instance.priority_classes[job.priority_class].rank

@@ -8,14 +8,30 @@ node will have free, and whether they will be NVLink-linked, is unknown
 until something on it ends. A planned NVLink job (2+ GPUs, one node) on a
 node whose healthy GPUs are not all linked therefore starts no earlier than
 the first end of a job on that node (running, started or planned).
+
+**Preemption rules.** A running job may be preempted only when the policy
+allows preemption, the job and its priority class are preemptible and it has
+run ``policy.min_run_s``; at most ``policy.max_preemptions`` a round; and
+only for a job started now on at least one of its GPUs that may displace it:
+one of a higher priority rank, or one of a tenant below its guaranteed share
+reclaiming GPUs from a tenant above its own (borrowed GPUs). A preemption
+that frees GPUs nobody starts on is pure loss and is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 
 from whale_opt.decision import Action, JobDecision
-from whale_opt.problem_data import FieldError, Instance, QueuedJob
+from whale_opt.problem_data import (
+    FieldError,
+    Instance,
+    QueuedJob,
+    RunningJob,
+    class_rank,
+    tenant_guarantee,
+)
 from whale_opt.topology import node_topologies
 
 
@@ -79,3 +95,91 @@ def unreleased_plans(instance: Instance, items: Iterable[JobDecision]) -> dict[s
             if release is None or (item.start_s or 0) < release:
                 broken[item.id] = release
     return broken
+
+
+def preemptible_now(instance: Instance, running_position: int) -> bool:
+    """Whether running job ``running_position`` may be preempted this round at all."""
+    job = instance.running[running_position]
+    policy = instance.policy
+    return (
+        policy.allow_preemption
+        and job.preemptible
+        and instance.priority_classes[job.priority_class].preemptible
+        and -job.started_at >= policy.min_run_s
+    )
+
+
+def held_by_tenant(instance: Instance) -> Counter[str]:
+    """GPUs each tenant's running jobs hold now."""
+    held: Counter[str] = Counter()
+    for job in instance.running:
+        held[job.tenant] += len(job.gpus)
+    return held
+
+
+def may_displace(
+    instance: Instance, victim: RunningJob, job: QueuedJob, held: Mapping[str, int]
+) -> bool:
+    """Whether starting ``job`` justifies preempting ``victim`` (``held``: GPUs per tenant now).
+
+    A higher priority rank displaces a lower one; a tenant below its
+    guarantee reclaims from another tenant above its own.
+    """
+    if class_rank(instance, job) > class_rank(instance, victim):
+        return True
+    return (
+        job.tenant != victim.tenant
+        and held.get(victim.tenant, 0) > tenant_guarantee(instance, victim.tenant)
+        and held.get(job.tenant, 0) < tenant_guarantee(instance, job.tenant)
+    )
+
+
+def preemption_problems(instance: Instance, items: Iterable[JobDecision]) -> list[tuple[str, str]]:
+    """Preemptions that break the rules above, as (job id, message) pairs."""
+    items = list(items)
+    running = {job.id: k for k, job in enumerate(instance.running)}
+    victims = [item.id for item in items if item.action is Action.PREEMPT and item.id in running]
+    if not victims:
+        return []
+    problems: list[tuple[str, str]] = []
+    cap = instance.policy.max_preemptions
+    if cap is not None and len(victims) > cap:
+        problems.append((victims[cap], f"{len(victims)} preemptions exceed max_preemptions {cap}"))
+    queued = {job.id: job for job in instance.queue}
+    users: dict[str, list[QueuedJob]] = {}
+    for item in items:
+        if item.action is Action.START and item.id in queued:
+            for gpu in item.gpus:
+                users.setdefault(gpu, []).append(queued[item.id])
+    held = held_by_tenant(instance)
+    policy = instance.policy
+    for job_id in victims:
+        k = running[job_id]
+        victim = instance.running[k]
+        if not policy.allow_preemption:
+            problems.append((job_id, "policy.allow_preemption is off"))
+            continue
+        if not victim.preemptible:
+            problems.append((job_id, "is not preemptible"))
+        elif not instance.priority_classes[victim.priority_class].preemptible:
+            problems.append((job_id, f"priority class {victim.priority_class} is not preemptible"))
+        elif -victim.started_at < policy.min_run_s:
+            problems.append(
+                (
+                    job_id,
+                    f"has run {-victim.started_at} s, less than min_run_s {policy.min_run_s}",
+                )
+            )
+        elif not any(
+            may_displace(instance, victim, job, held)
+            for gpu in victim.gpus
+            for job in users.get(gpu, ())
+        ):
+            problems.append(
+                (
+                    job_id,
+                    "no job started on its GPUs outranks it or reclaims a guarantee from its"
+                    " tenant",
+                )
+            )
+    return problems

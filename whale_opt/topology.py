@@ -235,16 +235,71 @@ def eligible_nodes(
 ) -> tuple[int, ...]:
     """Positions of nodes that could hold (part of) queued job ``position``.
 
-    Type, memory, health and the node's NVLink structure are honoured; what is
-    busy is not (see the solvers).
+    Type, memory, health, draining and the node's NVLink structure are
+    honoured; what is busy is not (see the solvers).
     """
     job = instance.queue[position]
     types = set(instance.eligible_types[position])
     return tuple(
         k
         for k, topo in enumerate(topologies)
-        if topo.node.gpu_type in types and node_can_host(job, topo)
+        if topo.node.gpu_type in types and not topo.node.draining and node_can_host(job, topo)
     )
+
+
+def nvlink_breaches(
+    instance: Instance,
+    topologies: tuple[NodeTopology, ...],
+    job: QueuedJob,
+    per_node: dict[int, int],
+    masks: dict[int, int] | None,
+) -> list[tuple[str, str]]:
+    """How a placement of ``job`` (GPUs per node, and GPU masks when started)
+    falls short of the NVLink rule, as (kind, message) pairs; empty when it holds.
+
+    The rule: one node with NVLink-connected GPUs, or, for a job larger than
+    a node, whole NVLink-connected nodes of one size in one rack. It is a
+    requirement for ``topology: nvlink`` jobs and a priced preference for
+    ``prefer_nvlink`` ones.
+    """
+    if job.gpus == 1 or not per_node:
+        return []
+    out: list[tuple[str, str]] = []
+    racks = {instance.nodes[n].rack for n in per_node}
+    if len(racks) > 1:
+        out.append(("topology", f"nvlink job spans racks {sorted(racks)}"))
+    nvlink_job = job if job.topology == "nvlink" else _as_nvlink(job)
+    topos = [topologies[n] for n in per_node]
+    if len(per_node) > 1:
+        for topo in topos:
+            whole = per_node[instance.node_index[topo.node.id]] == topo.size
+            if not whole or not node_can_host(nvlink_job, topo):
+                out.append(
+                    (
+                        "topology",
+                        f"multi-node nvlink job must take whole NVLink-connected nodes;"
+                        f" {topo.node.id} does not qualify",
+                    )
+                )
+        if job.gpus <= max(t.size for t in topos):
+            out.append(("topology", "nvlink job that fits one node is split"))
+        elif len({t.size for t in topos}) > 1:
+            out.append(("topology", "multi-node nvlink job mixes node sizes"))
+        return out
+    (topo,) = topos
+    if masks is not None:
+        if not topo.connected(masks[instance.node_index[topo.node.id]]):
+            out.append(("nvlink", f"GPUs on {topo.node.id} are not NVLink-connected"))
+    elif not node_can_host(nvlink_job, topo):
+        out.append(("nvlink", f"{topo.node.id} has no NVLink-connected block of {job.gpus} GPUs"))
+    return out
+
+
+@cache
+def _as_nvlink(job: QueuedJob) -> QueuedJob:
+    from dataclasses import replace
+
+    return replace(job, topology="nvlink")
 
 
 @cache

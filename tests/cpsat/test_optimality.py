@@ -206,12 +206,24 @@ def test_small_job_fits_before_a_gang_that_waits_for_a_running_job() -> None:
 
 
 def test_bound_stays_below_a_valid_decision_that_preempts() -> None:
-    # Preempting the cheap running job and starting q now costs 10 * 100 + 0.001 * 10_000;
-    # the round never preempts, but its bound must still hold for decisions that do.
+    # Preempting the best-effort running job (class factor 0.1, 600 s since its last
+    # checkpoint, 60 s to restore) and starting q now costs 10 * 100 + 0.1 * (600 + 60);
+    # the bound must hold for decisions that preempt.
     instance = round_of(
         [node("a0")],
         [job("q", 8, 100, weight=10.0)],
-        [holding("r", "a0", range(8), 10_000, weight=0.001)],
+        [
+            holding(
+                "r",
+                "a0",
+                range(8),
+                10_000,
+                priority_class="best-effort",
+                started_at=-5000,
+                since_checkpoint_s=600,
+                checkpoint_s=60,
+            )
+        ],
         allow_preemption=True,
     )
     preempting = (
@@ -222,7 +234,7 @@ def test_bound_stays_below_a_valid_decision_that_preempts() -> None:
     )
     valid = assemble(instance, "hand", preempting, Status.FEASIBLE, 0.0, time.perf_counter())
     assert check(instance, valid) == []
-    assert valid.objective == pytest.approx(1010)
+    assert valid.objective == pytest.approx(1066)
     decision = solve_round(instance)
     assert decision.bound <= valid.objective + TOLERANCE
     assert lower_bound(instance) <= valid.objective + TOLERANCE

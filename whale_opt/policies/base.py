@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
 from whale_opt.problem_data import Instance
 from whale_opt.rules import unreleased_plans
 from whale_opt.timeline import ClusterTimeline, Placement
@@ -155,15 +155,16 @@ def assemble(
     bound: float,
     started: float,
 ) -> Decision:
-    """A :class:`Decision` with its objective recomputed and the wall time since ``started``."""
-    value = objective(instance, tuple(jobs))
+    """A :class:`Decision` with its objective recomputed, dropped preferences
+    named with their reasons, and the wall time since ``started``."""
+    final = with_dropped(instance, tuple(jobs))
     return Decision(
         instance=instance.name,
         solver=solver,
         status=status,
-        objective=value,
+        objective=objective(instance, final),
         bound=bound,
         horizon_s=instance.policy.horizon_s,
-        jobs=tuple(jobs),
+        jobs=final,
         wall_s=time.perf_counter() - started,
     )
