@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-rounds clean
 
 $(BIN)/whale-opt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ lint: setup
 	$(BIN)/mypy
 
 bench: setup
+	$(BIN)/python bench/report.py
+
+bench-rounds: setup
 	$(BIN)/python bench/run.py
 
 clean:

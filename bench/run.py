@@ -1,7 +1,7 @@
 """Round-solver benchmark: whale_opt's CP-SAT round against the WSPT greedy.
 
 Run ``python bench/run.py`` (or ``make bench``) on an otherwise idle machine;
-it writes ``bench/RESULTS.md``. Every decision is checked with the public
+it writes ``bench/ROUNDS.md``. Every decision is checked with the public
 checker; a failed check aborts the run. Studies:
 
 - ``families``: ~1,000 GPUs / 500 queued / ~300-400 running, hetero and
@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per ~1,000-GPU family")
     parser.add_argument("--small", type=int, default=20, help="128-GPU cases")
     parser.add_argument("--skip-scale", action="store_true", help="skip the 10,000-GPU round")
-    parser.add_argument("-o", "--output", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("-o", "--output", type=Path, default=HERE / "ROUNDS.md")
     args = parser.parse_args()
     sections = [
         "# Round solver benchmark",

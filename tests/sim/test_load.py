@@ -1,0 +1,64 @@
+"""Offered load and arrival compression (whale_opt.sim.load)."""
+
+from __future__ import annotations
+
+import pytest
+
+from whale_opt.problem_data import GpuType, Instance, Node
+from whale_opt.sim.load import at_load, capacity, compress_arrivals, offered_load
+from whale_opt.sim.trace import TraceJob
+
+
+def two_speed_cluster() -> Instance:
+    types = {"fast": GpuType("fast", 80, speed=2.0), "slow": GpuType("slow", 80, speed=1.0)}
+    nodes = (Node("f0", "fast", 4), Node("s0", "slow", 4), Node("s1", "slow", 4, down=True))
+    return Instance("two-speed", types, nodes)
+
+
+def test_capacity_counts_healthy_gpus_and_their_mean_speed() -> None:
+    assert capacity(two_speed_cluster()) == (8, 1.5)
+
+
+def test_offered_load_is_work_over_capacity_in_the_arrival_window() -> None:
+    trace = (
+        TraceJob("a", 0, 2, actual_duration_s=3000),
+        TraceJob("b", 1000, 4, duration_s=1500),  # no actual: the estimate counts
+    )
+    # work 2 x 3000 + 4 x 1500 = 12,000 GPU-s at speed 1 -> 8,000 at mean speed 1.5,
+    # over 8 GPUs x 1,000 s.
+    assert offered_load(trace, two_speed_cluster()) == pytest.approx(1.0)
+
+
+def test_compression_keeps_order_and_relative_spacing() -> None:
+    trace = tuple(TraceJob(f"j{k}", 500 + 100 * k, 1, duration_s=60) for k in range(5))
+    squeezed = compress_arrivals(trace, 4.0)
+    assert [job.submit_s for job in squeezed] == [0, 25, 50, 75, 100]
+    assert [job.id for job in squeezed] == [job.id for job in trace]
+    assert all(
+        a.gpus == b.gpus and a.duration_s == b.duration_s
+        for a, b in zip(trace, squeezed, strict=True)
+    )
+
+
+def test_at_load_hits_the_asked_load() -> None:
+    cluster = two_speed_cluster()
+    trace = tuple(TraceJob(f"j{k}", 3600 * k, 1, actual_duration_s=600) for k in range(50))
+    assert offered_load(trace, cluster) < 0.05
+    loaded, factor = at_load(trace, cluster, 0.8)
+    assert factor > 1
+    assert offered_load(loaded, cluster) == pytest.approx(0.8, rel=0.01)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_nonpositive_factor_or_load_is_refused(bad: float) -> None:
+    trace = (TraceJob("a", 0, 1, duration_s=60), TraceJob("b", 10, 1, duration_s=60))
+    with pytest.raises(ValueError, match="> 0"):
+        compress_arrivals(trace, bad)
+    with pytest.raises(ValueError, match="> 0"):
+        at_load(trace, two_speed_cluster(), bad)
+
+
+def test_load_of_simultaneous_arrivals_is_refused() -> None:
+    trace = (TraceJob("a", 5, 1, duration_s=60), TraceJob("b", 5, 1, duration_s=60))
+    with pytest.raises(ValueError, match="at once"):
+        offered_load(trace, two_speed_cluster())

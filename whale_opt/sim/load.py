@@ -1,0 +1,76 @@
+"""Offered load of a trace on a cluster, and arrival compression to reach a load.
+
+The offered load is the work a trace brings per second of its arrival window
+over what the cluster can serve per second::
+
+    load = sum(gpus x duration at speed 1.0) / mean GPU speed
+           / (healthy GPUs x (last submit - first submit))
+
+1.0 would keep the cluster exactly busy if packing were perfect. Public
+traces often run far below that (a node list next to a pod list of a few
+busy days), so benchmarks compress the arrival times by a constant factor:
+the jobs, their sizes and durations and their arrival *order* and relative
+spacing stay those of the trace; only the clock between arrivals runs
+faster. This is how schedulers are compared at a chosen load on replayed
+traces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from whale_opt.problem_data import Instance
+from whale_opt.sim.trace import TraceJob
+
+
+def capacity(cluster: Instance) -> tuple[int, float]:
+    """Healthy GPUs of ``cluster`` and their mean speed."""
+    healthy = [n for n in cluster.nodes if n.healthy_indices]
+    gpus = sum(len(n.healthy_indices) for n in healthy)
+    if gpus == 0:
+        raise ValueError(f"cluster {cluster.name} has no healthy GPU")
+    speed = sum(len(n.healthy_indices) * cluster.gpu_types[n.gpu_type].speed for n in healthy)
+    return gpus, speed / gpus
+
+
+def work_s(job: TraceJob) -> float:
+    """GPU-seconds of ``job`` at speed 1.0: its actual duration, else its estimate,
+    else its shortest measured duration per type."""
+    seconds = job.actual_duration_s or job.duration_s
+    if seconds is None:
+        seconds = min(s for _, s in job.duration_by_type_s)
+    return float(job.gpus * seconds)
+
+
+def offered_load(trace: Sequence[TraceJob], cluster: Instance) -> float:
+    """The offered load of ``trace`` on ``cluster`` (module docstring)."""
+    if len(trace) < 2:
+        raise ValueError("an offered load needs at least two arrivals")
+    first = min(job.submit_s for job in trace)
+    last = max(job.submit_s for job in trace)
+    if last == first:
+        raise ValueError("all jobs arrive at once: the offered load is unbounded")
+    gpus, speed = capacity(cluster)
+    return sum(work_s(job) for job in trace) / speed / (gpus * (last - first))
+
+
+def compress_arrivals(trace: Sequence[TraceJob], factor: float) -> tuple[TraceJob, ...]:
+    """``trace`` with the time between arrivals divided by ``factor`` (> 0),
+    measured from the first arrival, which stays at 0."""
+    if not factor > 0:
+        raise ValueError(f"factor must be > 0 (got {factor!r})")
+    first = min((job.submit_s for job in trace), default=0)
+    return tuple(replace(job, submit_s=round((job.submit_s - first) / factor)) for job in trace)
+
+
+def at_load(
+    trace: Sequence[TraceJob], cluster: Instance, load: float
+) -> tuple[tuple[TraceJob, ...], float]:
+    """``trace`` compressed (or stretched) to offered ``load`` on ``cluster``,
+    and the factor used. Rounding arrivals to whole seconds moves the load a
+    little; the returned trace's :func:`offered_load` says by how much."""
+    if not load > 0:
+        raise ValueError(f"load must be > 0 (got {load!r})")
+    factor = load / offered_load(trace, cluster)
+    return compress_arrivals(trace, factor), factor
