@@ -40,3 +40,35 @@ def test_quick_report_runs_end_to_end(tmp_path: Path) -> None:
     assert "plots/openb-load80/jct_cdf.png" in pngs
     for png in pngs:
         assert f"({png})" in text  # every plot is linked from the report
+
+
+def test_quick_fairness_report_runs_end_to_end(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fairness.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [
+        line.split(" | ")
+        for line in (tmp_path / "FAIRNESS.md").read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| policy")
+    ]
+    assert [row[0] for row in rows] == [
+        "| fifo",
+        "| sjf",
+        "| wspt",
+        "| best-fit",
+        "| frag-aware",
+        "| las",
+        "| hybrid",
+        "| cpsat",
+        "| wspt (no preemption)",
+    ]
+    for row in rows:
+        assert row[1] == "0"  # no job lost, under failures and preemption
+        completed, submitted = row[2].split("/")
+        assert completed == submitted
+    assert rows[-1][7] == "0"  # no preemptions when preemption is off

@@ -14,7 +14,12 @@ from whale_opt.io import InputError, read_decision, read_instance
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
 BAD_FILES = sorted(DATA.glob("bad-*"))
-GOOD_INSTANCES = ["good-minimal.json", "good-one-job.json", "good-unservable-job.json"]
+GOOD_INSTANCES = [
+    "good-minimal.json",
+    "good-one-job.json",
+    "good-unservable-job.json",
+    "good-every-feature.json",
+]
 
 
 def run(*args: str | Path) -> Result:
@@ -47,7 +52,9 @@ def test_validate_bad_file_exits_2_with_one_line(path: Path) -> None:
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("name", [*GOOD_INSTANCES, "good-decision.json"])
+@pytest.mark.parametrize(
+    "name", [*GOOD_INSTANCES, "good-decision.json", "good-decision-every-feature.json"]
+)
 def test_validate_good_file_exits_0(name: str) -> None:
     result = run("validate", DATA / name)
     assert result.exit_code == 0, result.output
@@ -174,6 +181,65 @@ def test_check_missing_job_exits_1(tmp_path: Path, solved: dict[str, object]) ->
     result = run("check", SMALL, _write(tmp_path, solved))
     assert result.exit_code == 1, result.output
     assert "[missing] r2: has no decision" in result.stdout
+
+
+EVERY_FEATURE = DATA / "good-every-feature.json"
+EVERY_FEATURE_DECISION = DATA / "good-decision-every-feature.json"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("bad-unknown-priority-class.json", "queue[0].priority_class: is not a priority class"),
+        ("bad-guarantee-above-quota.json", "tenants.nlp.guaranteed_gpus: must not exceed"),
+        ("bad-preferred-gpu-type-typo.json", "queue[0].preferred_gpu_types[0]: is not in"),
+        ("bad-negative-min-run.json", "policy.min_run_s: must be >= 0 (got -60)"),
+    ],
+)
+def test_validate_new_field_errors_exit_2_naming_path_and_value(name: str, message: str) -> None:
+    path = DATA / name
+    result = run("validate", path)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {path}: {message}")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_check_every_feature_decision_exits_0() -> None:
+    result = run("check", EVERY_FEATURE, EVERY_FEATURE_DECISION)
+    assert result.exit_code == 0, result.output
+    assert "(objective 27279)" in result.stdout
+
+
+def _every_feature_decision() -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(EVERY_FEATURE_DECISION.read_text("utf-8"))
+    return loaded
+
+
+def test_check_unreported_dropped_preference_exits_1(tmp_path: Path) -> None:
+    raw = _every_feature_decision()
+    jobs = raw["jobs"]
+    assert isinstance(jobs, list)
+    del jobs[1]["dropped"]
+    result = run("check", EVERY_FEATURE, _write(tmp_path, raw))
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        "[preferences] q2: drops ['gpu_type', 'zone'] but reports none"
+    ]
+
+
+def test_check_start_on_a_draining_node_exits_1(tmp_path: Path) -> None:
+    raw = _every_feature_decision()
+    jobs = raw["jobs"]
+    assert isinstance(jobs, list)
+    jobs[0]["gpus"] = ["a02/4", "a02/5", "a02/6", "a02/7"]  # a02 drains; same zone, same end
+    result = run("check", EVERY_FEATURE, _write(tmp_path, raw))
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        # The spot job r1 is now preempted for nobody.
+        "[preemption] r1: no job started on its GPUs outranks it or reclaims a guarantee"
+        " from its tenant",
+        "[draining] q1: node a02 is draining",
+    ]
 
 
 def test_check_bad_decision_file_exits_2() -> None:

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
 from whale_opt.check import check
-from whale_opt.decompose import pools, solve_split
+from whale_opt.decision import Action
+from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
 from whale_opt.generate import generate
-from whale_opt.problem_data import Tenant
+from whale_opt.policies import get_policy
+from whale_opt.problem_data import (
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    PriorityClass,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+    tenant_guarantee,
+)
+from whale_opt.rules import held_by_tenant
 from whale_opt.solve import solve
 
 
@@ -56,3 +70,117 @@ def test_solve_splits_past_the_threshold_with_worker_processes() -> None:
     instance = instance.replace(policy=replace(instance.policy, time_limit_s=4.0))
     decision = solve(instance, "cpsat", split_above_gpus=128)
     assert check(instance, decision) == []
+
+
+# -- priority classes, guarantees and preemption across pools --------------------------------
+
+
+def _two_rack_round(cap: int | None) -> Instance:
+    """Two 8-GPU racks, each held by a best-effort job a training job may displace."""
+    nodes = tuple(
+        Node(f"n{k}", "A100-80G", 8, "nvswitch", 128, 1024, rack=f"r{k}") for k in range(2)
+    )
+    running = tuple(
+        RunningJob(
+            f"v{k}",
+            tuple(f"n{k}/{i}" for i in range(8)),
+            20_000,
+            priority_class="best-effort",
+            started_at=-3600,
+            since_checkpoint_s=600,
+        )
+        for k in range(2)
+    )
+    queue = tuple(QueuedJob(f"q{k}", 8, 1000) for k in range(2))
+    return Instance(
+        name="two-racks",
+        gpu_types={"A100-80G": GpuType("A100-80G", 80, 1.0)},
+        nodes=nodes,
+        running=running,
+        queue=queue,
+        policy=Policy(time_limit_s=1.0, allow_preemption=True, max_preemptions=cap),
+    )
+
+
+def test_pools_carry_classes_and_guarantees_that_compare_as_on_the_whole_cluster() -> None:
+    instance = generate("hetero", gpus=256, queued=40, seed=5, time_limit_s=2.0)
+    classes = {**instance.priority_classes, "urgent": PriorityClass("urgent", 3.0, 5)}
+    queue = tuple(
+        replace(q, priority_class="urgent") if k % 3 == 0 else q
+        for k, q in enumerate(instance.queue)
+    )
+    held = held_by_tenant(instance)
+    tenants = {
+        name: Tenant(name, tenant.gpu_quota, min(held[name] + (3 if k % 2 else -3), 200))
+        for k, (name, tenant) in enumerate(instance.tenants.items())
+        if tenant.gpu_quota is None
+    }
+    instance = instance.replace(priority_classes=classes, queue=queue, tenants=tenants)
+    parts = pools(instance, max_gpus=64)
+    for pool in parts:
+        sub = sub_instance(instance, pool, {}, 1.0)
+        assert dict(sub.priority_classes) == dict(instance.priority_classes)
+        inside = held_by_tenant(sub)
+        for name in tenants:
+            if not inside[name]:
+                continue
+            whole = held[name] - tenant_guarantee(instance, name)
+            part = inside[name] - tenant_guarantee(sub, name)
+            assert (whole > 0, whole < 0) == (part > 0, part < 0)
+
+
+def test_a_running_job_spanning_pools_may_be_preempted_in_neither() -> None:
+    instance = _two_rack_round(None)
+    spanning = RunningJob("span", ("n0/0", "n1/0"), 5000, priority_class="best-effort")
+    instance = instance.replace(
+        running=(
+            replace(instance.running[0], gpus=tuple(f"n0/{i}" for i in range(1, 8))),
+            replace(instance.running[1], gpus=tuple(f"n1/{i}" for i in range(1, 8))),
+            spanning,
+        )
+    )
+    for pool in pools(instance, max_gpus=8):
+        sub = sub_instance(instance, pool, {}, 1.0)
+        cut = next(job for job in sub.running if job.id == "span")
+        assert not cut.preemptible
+
+
+def test_merge_undoes_the_preemptions_the_whole_round_cap_forbids() -> None:
+    instance = _two_rack_round(1)
+    parts = pools(instance, max_gpus=8)
+    assert preemption_shares(instance, parts) in ([1, 0], [0, 1])
+    # Pools that each think they may preempt (as pools of an uncapped round would).
+    subs = [sub_instance(instance, pool, {}, 1.0, None) for pool in parts]
+    decisions = [get_policy("wspt").decide(sub) for sub in subs]
+    assert all(any(i.action is Action.PREEMPT for i in d.jobs) for d in decisions)
+    merged = merge(instance, parts, decisions, "wspt", time.perf_counter())
+    assert check(instance, merged) == []
+    assert sum(item.action is Action.PREEMPT for item in merged.jobs) == 1
+
+
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_split_round_with_classes_guarantees_and_preemption_passes_the_checker(
+    solver: str,
+) -> None:
+    # A full cluster (load 1): online jobs wait unless best-effort work is preempted.
+    instance = generate("hetero", gpus=256, queued=60, seed=6, time_limit_s=0.8, load=1.0)
+    running = tuple(
+        replace(job, priority_class="best-effort", since_checkpoint_s=0) if k % 2 else job
+        for k, job in enumerate(instance.running)
+    )
+    queue = tuple(
+        replace(job, priority_class="online") if k % 5 == 0 else job
+        for k, job in enumerate(instance.queue)
+    )
+    held = held_by_tenant(instance)
+    tenants = dict(instance.tenants)
+    tenants["cv"] = Tenant("cv", None, held["cv"] + 16)
+    instance = instance.replace(
+        running=running,
+        queue=queue,
+        tenants=tenants,
+        policy=replace(instance.policy, allow_preemption=True, max_preemptions=3),
+    )
+    decision = solve_split(instance, solver, max_gpus=64, workers=1)
+    assert check(instance, decision) == []
+    assert 1 <= sum(item.action is Action.PREEMPT for item in decision.jobs) <= 3

@@ -24,7 +24,17 @@ from whale_opt.io import (
     write_json,
 )
 from whale_opt.policies import get_policy
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import (
+    DEFAULT_PRIORITY_CLASSES,
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    PriorityClass,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
@@ -81,7 +91,13 @@ def test_bad_file_names_file_path_and_value(row: Expected) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["good-minimal.json", "good-one-job.json", "good-unservable-job.json"]
+    "name",
+    [
+        "good-minimal.json",
+        "good-one-job.json",
+        "good-unservable-job.json",
+        "good-every-feature.json",
+    ],
 )
 def test_good_instances_read(name: str) -> None:
     instance = read_instance(DATA / name)
@@ -197,6 +213,55 @@ def test_schema_messages_name_path_and_value(change: Any, path: str, message: st
     assert message in caught.value.message, str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("change", "path", "message"),
+    [
+        (
+            lambda raw: raw["queue"][0].update(preferred_gpu_types="A100-80G"),
+            "queue[0].preferred_gpu_types",
+            'must be an array (got "A100-80G")',
+        ),
+        (
+            lambda raw: raw["queue"][0].update(prefer_nvlink="yes"),
+            "queue[0].prefer_nvlink",
+            'must be a boolean (got "yes")',
+        ),
+        (
+            lambda raw: raw["queue"][0].update(priority_class=""),
+            "queue[0].priority_class",
+            'must not be empty (got "")',
+        ),
+        (
+            lambda raw: raw.update(tenants={"nlp": {"guaranteed_gpus": -2}}),
+            "tenants.nlp.guaranteed_gpus",
+            "must be >= 0 (got -2)",
+        ),
+        (
+            lambda raw: raw.update(priority_classes={"urgent": {"weight": "high"}}),
+            "priority_classes.urgent.weight",
+            'must be a number (got "high")',
+        ),
+        (
+            lambda raw: raw.update(policy={"max_preemptions": 1.5}),
+            "policy.max_preemptions",
+            "must be an integer (got 1.5)",
+        ),
+        (
+            lambda raw: raw.update(policy={"min_run": 60}),
+            "policy.min_run",
+            'unknown field (got 60); did you mean "min_run_s"?',
+        ),
+    ],
+)
+def test_new_field_messages_name_path_and_value(change: Any, path: str, message: str) -> None:
+    raw: dict[str, Any] = json.loads((DATA / "good-one-job.json").read_text("utf-8"))
+    change(raw)
+    with pytest.raises(InputError) as caught:
+        instance_from_dict(raw, "inline.json")
+    assert caught.value.path == path
+    assert message in caught.value.message, str(caught.value)
+
+
 def test_long_values_are_cut_short() -> None:
     raw = _minimal()
     raw["name"] = ["x" * 500]
@@ -233,6 +298,130 @@ def test_decision_round_trip(tmp_path: Path, small: Instance) -> None:
     second = tmp_path / "again.json"
     write_decision(second, again)
     assert read_decision(second) == again
+    assert second.read_bytes() == target.read_bytes()
+
+
+def every_field() -> Instance:
+    """An instance built in Python with every optional field of priority and preemption."""
+    types = {"A100-80G": GpuType("A100-80G", 80), "V100-32G": GpuType("V100-32G", 32, 0.5)}
+    return Instance(
+        "every-field",
+        types,
+        (
+            Node("a0", "A100-80G", 8, "nvswitch", rack="r1", zone="east", draining=True),
+            Node("v0", "V100-32G", 8, "hybrid-cube-mesh", rack="r2", zone="west"),
+        ),
+        running=(
+            RunningJob(
+                "r1",
+                ("a0/0", "a0/1"),
+                600,
+                tenant="cv",
+                started_at=-5000,
+                checkpoint_s=90,
+                since_checkpoint_s=1200,
+                priority_class="spot",
+            ),
+            RunningJob("r2", ("v0/7",), 60, priority_class="online", since_checkpoint_s=0),
+        ),
+        queue=(
+            QueuedJob(
+                "q1",
+                2,
+                3600,
+                tenant="nlp",
+                topology="any",
+                submitted_at=-7200,
+                priority_class="urgent",
+                zone="east",
+                preferred_gpu_types=("V100-32G", "A100-80G"),
+                prefer_nvlink=True,
+            ),
+            QueuedJob("q2", 1, 60, priority_class="best-effort"),
+        ),
+        tenants={
+            "nlp": Tenant("nlp", 16, 8),
+            "cv": Tenant("cv", None, 4),
+            "rl": Tenant("rl", 4, 4),
+        },
+        policy=Policy(
+            allow_preemption=True,
+            min_run_s=1800,
+            max_preemptions=0,
+            aging_per_hour=0.25,
+            zone_penalty_s=100,
+            gpu_type_penalty_s=200,
+            nvlink_penalty_s=0,
+        ),
+        priority_classes={
+            **DEFAULT_PRIORITY_CLASSES,
+            "urgent": PriorityClass("urgent", 4.0, 5, False),
+            "spot": PriorityClass("spot", 0.05, -1, True),
+            "online": PriorityClass("online", 20.0, 2, False),  # a default, redefined
+        },
+    )
+
+
+@pytest.mark.parametrize("source", ["python", "file"])
+def test_instance_with_every_new_field_round_trips(tmp_path: Path, source: str) -> None:
+    original = (
+        every_field() if source == "python" else read_instance(DATA / "good-every-feature.json")
+    )
+    target = tmp_path / "copy.json"
+    write_instance(target, original)
+    again = read_instance(target)
+    assert again == original
+    assert instance_to_dict(again) == instance_to_dict(original)
+    assert again.weights == original.weights
+    assert again.running_weights == original.running_weights
+    second = tmp_path / "again.json"
+    write_instance(second, again)
+    assert second.read_bytes() == target.read_bytes()
+
+
+def test_instance_without_the_default_classes_round_trips() -> None:
+    only = Instance(
+        "only-urgent",
+        {"A100-80G": GpuType("A100-80G", 80)},
+        (Node("a0", "A100-80G", 8),),
+        queue=(QueuedJob("q1", 1, 60, priority_class="urgent"),),
+        priority_classes={"urgent": PriorityClass("urgent", 2.0, 3)},
+    )
+    assert instance_from_dict(json.loads(json.dumps(instance_to_dict(only)))) == only
+
+
+def test_every_new_field_reaches_the_file() -> None:
+    raw = instance_to_dict(every_field())
+    assert raw["nodes"][0]["draining"] is True and "draining" not in raw["nodes"][1]
+    assert raw["running"][0]["since_checkpoint_s"] == 1200
+    assert raw["running"][0]["priority_class"] == "spot"
+    assert raw["queue"][0]["preferred_gpu_types"] == ["V100-32G", "A100-80G"]
+    assert raw["queue"][0]["prefer_nvlink"] is True
+    assert raw["tenants"] == {
+        "nlp": {"gpu_quota": 16, "guaranteed_gpus": 8},
+        "cv": {"guaranteed_gpus": 4},
+        "rl": {"gpu_quota": 4, "guaranteed_gpus": 4},
+    }
+    # Only classes that differ from the defaults are written.
+    assert sorted(raw["priority_classes"]) == ["online", "spot", "urgent"]
+    assert raw["policy"]["max_preemptions"] == 0
+    assert instance_from_dict(raw).policy.max_preemptions == 0
+
+
+def test_decision_with_dropped_preferences_and_a_preemption_round_trips(tmp_path: Path) -> None:
+    instance = read_instance(DATA / "good-every-feature.json")
+    decision = read_decision(DATA / "good-decision-every-feature.json")
+    assert check(instance, decision) == []
+    assert decision.objective == 27279
+    assert [name for name, _ in decision.job("q2").dropped] == ["zone", "gpu_type"]
+    assert decision.job("r1").action.value == "preempt"
+    target = tmp_path / "decision.json"
+    write_decision(target, decision)
+    again = read_decision(target)
+    assert again == decision
+    assert decision_to_dict(again)["jobs"][1]["dropped"][0]["preference"] == "zone"
+    second = tmp_path / "again.json"
+    write_decision(second, again)
     assert second.read_bytes() == target.read_bytes()
 
 

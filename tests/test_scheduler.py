@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from whale_opt.check import check
-from whale_opt.decision import Action
-from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob
+from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.policies import get_policy
+from whale_opt.policies.base import assemble
+from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
 from whale_opt.scheduler import Scheduler
 
 
@@ -73,3 +77,171 @@ def test_snapshot_times_are_relative_to_now() -> None:
     snapshot = scheduler.snapshot(300)
     (held,) = snapshot.running
     assert held.started_at == -200 and held.remaining_s == 300
+
+
+# -- issue 6: classes, checkpoints, restores, drains, preemption, decomposition ----------
+
+
+def _preemptive() -> Instance:
+    return _cluster().replace(policy=Policy(allow_preemption=True))
+
+
+def test_snapshot_carries_class_checkpoint_and_time_since_the_last_checkpoint() -> None:
+    scheduler = Scheduler(_cluster(), "wspt", checkpoint_interval_s=600)
+    scheduler.submit(
+        QueuedJob("be", 8, 5000, priority_class="best-effort", tenant="cv"), checkpoint_s=90
+    )
+    _round(scheduler, 0)
+    (held,) = scheduler.snapshot(1500).running
+    assert (held.priority_class, held.tenant, held.checkpoint_s) == ("best-effort", "cv", 90)
+    assert held.since_checkpoint_s == 300  # checkpoints at 600 and 1200
+    scheduler.checkpointed("be", 1400)  # a reported checkpoint wins over the interval
+    assert scheduler.snapshot(1500).running[0].since_checkpoint_s == 100
+    assert scheduler.snapshot(2500).running[0].since_checkpoint_s == 1100
+
+
+def test_without_checkpoints_a_preemption_loses_the_whole_attempt() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    scheduler.submit(QueuedJob("j", 8, 5000))
+    _round(scheduler, 0)
+    (held,) = scheduler.snapshot(700).running
+    assert held.since_checkpoint_s is None and held.lost_on_preempt_s == 700
+    again = scheduler.requeue("j", None, 700)
+    assert again.duration_s == 5000
+
+
+def test_requeue_keeps_class_tenant_preferences_and_adds_the_restore() -> None:
+    cluster = _cluster().replace(
+        gpu_types={"A100": GpuType("A100", 80, 1.0), "H100": GpuType("H100", 80, 2.0)}
+    )
+    scheduler = Scheduler(cluster, "wspt", checkpoint_interval_s=1000, checkpoint_s=50)
+    job = QueuedJob(
+        "j",
+        8,
+        4000,
+        tenant="nlp",
+        weight=3.0,
+        submitted_at=-100,
+        priority_class="best-effort",
+        preferred_gpu_types=("A100",),
+        prefer_nvlink=True,
+        zone="east",
+    )
+    scheduler.submit(job)
+    _round(scheduler, 0)
+    again = scheduler.requeue("j", None, 2500)  # checkpoints at 1000 and 2000 kept
+    assert (again.tenant, again.weight, again.priority_class, again.zone) == (
+        "nlp",
+        3.0,
+        "best-effort",
+        "east",
+    )
+    assert again.preferred_gpu_types == ("A100",) and again.prefer_nvlink
+    assert again.submitted_at == -100  # aging goes on from the first submission
+    # 2000 of 4000 s of work left; the restore is wall time, not sped up on the H100.
+    assert dict(again.duration_by_type_s) == {"A100": 2050, "H100": 1050}
+    assert again.attained_gpu_s == 8 * 2500
+    (restarted,) = _round(scheduler, 2600)
+    assert restarted == "j"
+    held = scheduler.running["j"]
+    assert held.restore_s == 50
+    # The restart's own checkpoints count computing after the restore.
+    assert scheduler.snapshot(2600 + 50 + 1200).running[0].since_checkpoint_s == 200
+    again = scheduler.requeue("j", None, 2600 + 50 + 1200)  # 1000 of the A100's 2000 s kept
+    assert dict(again.duration_by_type_s)["A100"] == 1000 + 50
+
+
+def test_a_draining_node_takes_no_new_work_but_keeps_its_jobs() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    scheduler.submit(_job("first", 4, 1000, submitted=0))
+    _round(scheduler, 0)
+    node = scheduler.running["first"].gpus[0].rpartition("/")[0]
+    assert scheduler.drain(node) == ["first"]
+    assert scheduler.snapshot(10).nodes[scheduler.template.node_index[node]].draining
+    scheduler.submit(_job("second", 4, 100, submitted=10))
+    assert _round(scheduler, 10) == ["second"]
+    assert all(not gpu.startswith(node + "/") for gpu in scheduler.running["second"].gpus)
+    assert "first" in scheduler.running  # still running on the draining node
+    assert scheduler.drain(node, draining=False) == ["first"]
+    assert not scheduler.nodes[node].draining
+
+
+class _PreemptForQ:
+    """Test policy: preempt running ``be`` and start queued ``q`` on its GPUs."""
+
+    name = "hand"
+
+    def decide(self, instance: Instance) -> Decision:
+        victim = next(job for job in instance.running if job.id == "be")
+        jobs = [JobDecision("q", Action.START, gpus=victim.gpus, start_s=0, end_s=100)]
+        jobs += [
+            JobDecision(job.id, Action.PREEMPT if job.id == "be" else Action.KEEP)
+            for job in instance.running
+        ]
+        return assemble(instance, self.name, jobs, Status.FEASIBLE, 0.0, 0.0)
+
+
+def test_decide_requeues_preempted_jobs_with_the_work_left_at_their_last_checkpoint() -> None:
+    scheduler = Scheduler(_preemptive(), _PreemptForQ(), checkpoint_interval_s=300)
+    scheduler.submit(QueuedJob("be", 8, 3000, priority_class="best-effort"), checkpoint_s=30)
+    scheduler.apply(get_policy("wspt").decide(scheduler.snapshot(0)), 0)
+    scheduler.submit(QueuedJob("q", 8, 100, submitted_at=1000))
+    snapshot = scheduler.snapshot(1000)
+    assert snapshot.running[0].since_checkpoint_s == 100
+    decision = scheduler.decide(1000)
+    assert check(snapshot, decision) == []
+    # Priced as the objective says: class factor 0.1 x (100 s lost + 30 s restore).
+    assert decision.objective == pytest.approx(100 + 0.1 * (100 + 30))
+    assert set(scheduler.running) == {"q"}
+    requeued = scheduler.queue["be"]
+    assert requeued.priority_class == "best-effort"
+    assert requeued.duration_s == 3000 - 900 + 30
+
+
+def test_apply_takes_the_callers_remaining_work_for_preempted_jobs() -> None:
+    scheduler = Scheduler(_preemptive(), _PreemptForQ(), checkpoint_interval_s=300)
+    scheduler.submit(QueuedJob("be", 8, 3000, priority_class="best-effort"))
+    scheduler.apply(get_policy("wspt").decide(scheduler.snapshot(0)), 0)
+    scheduler.submit(QueuedJob("q", 8, 100, submitted_at=1000))
+    decision = scheduler.propose(1000)
+    assert "be" in scheduler.running  # propose changes nothing
+    scheduler.apply(decision, 1000, {"be": 0.5})
+    assert scheduler.queue["be"].duration_s == 1500
+
+
+def test_initial_running_jobs_keep_class_and_checkpoint_state() -> None:
+    held = RunningJob(
+        "r",
+        tuple(f"a0/{k}" for k in range(8)),
+        remaining_s=600,
+        started_at=-1200,
+        priority_class="best-effort",
+        checkpoint_s=45,
+        since_checkpoint_s=200,
+    )
+    scheduler = Scheduler(_cluster().replace(running=(held,), now=10_000), "wspt")
+    (again,) = scheduler.snapshot(10_100).running
+    assert (again.priority_class, again.checkpoint_s, again.since_checkpoint_s) == (
+        "best-effort",
+        45,
+        300,
+    )
+    assert (again.started_at, again.remaining_s) == (-1300, 500)
+
+
+def test_large_rounds_are_split_into_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    import whale_opt.decompose as decompose
+
+    calls: list[int] = []
+    real = decompose.solve_split
+
+    def counted(instance: Instance, solver: str, preset: str | None = None) -> Decision:
+        calls.append(len(instance.nodes))
+        return real(instance, solver, preset, max_gpus=8, workers=1)
+
+    monkeypatch.setattr(decompose, "solve_split", counted)
+    scheduler = Scheduler(_cluster(), "wspt", split_above_gpus=8)
+    for k in range(3):
+        scheduler.submit(_job(f"j{k}", 8, 100, submitted=0))
+    assert sorted(_round(scheduler, 0)) == ["j0", "j1"]
+    assert calls == [2]

@@ -20,8 +20,11 @@ Two bounds, and the round reports the larger:
   are relaxed, and work is divisible. Rounding goes the safe way throughout
   (work down, capacity up, prices down).
 
-Both need ``policy.allow_preemption`` off (capacity held by running jobs is
-then fixed).
+Weights are effective weights (:attr:`Instance.weights`: class factor and
+aging included). Soft-preference penalties are >= 0 and left out, and
+draining nodes, which take no new work, offer no capacity. Both need the
+capacity held by running jobs fixed: no running job may be preempted this
+round (:func:`whale_opt.rules.preemptible_now`); otherwise the bound is 0.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ortools.graph.python import min_cost_flow
 
 from whale_opt.problem_data import Instance
 from whale_opt.profile import Profile
+from whale_opt.rules import preemptible_now
 from whale_opt.timeline import ClusterTimeline
 from whale_opt.topology import popcount
 
@@ -43,7 +47,7 @@ MAX_ARCS = 1_500_000  # time buckets are coarsened to keep the flow about this s
 
 def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
     """Per queued job, its earliest possible (start, end) with only running jobs present."""
-    timeline = ClusterTimeline(instance, wait_for_release=False)
+    timeline = ClusterTimeline(instance, wait_for_release=False, priced=False)
     starts, ends = [], []
     for position in range(len(instance.queue)):
         by_end = timeline.best_placement(position)
@@ -61,16 +65,19 @@ def earliest_end_bound(instance: Instance, ends: list[float] | None = None) -> f
     """``sum w_j * min(e_j, horizon + d_j)`` (see module docstring)."""
     ends = earliest_times(instance)[1] if ends is None else ends
     return sum(
-        job.weight * min(ends[k], instance.deferred_cost_end(k))
-        for k, job in enumerate(instance.queue)
+        weight * min(ends[k], instance.deferred_cost_end(k))
+        for k, weight in enumerate(instance.weights)
     )
 
 
 def _type_capacity(instance: Instance) -> dict[str, Profile]:
-    """Per GPU type, free speed-weighted capacity over time (healthy minus running)."""
+    """Per GPU type, free speed-weighted capacity over time (healthy minus running,
+    none on draining nodes)."""
     timeline = ClusterTimeline(instance)
     capacity: dict[str, Profile] = {}
     for node_pos, node in enumerate(instance.nodes):
+        if node.draining:
+            continue
         speed = instance.gpu_types[node.gpu_type].speed
         profile = capacity.setdefault(node.gpu_type, Profile())
         healthy = popcount(timeline.topologies[node_pos].healthy)
@@ -107,9 +114,10 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     horizon = instance.policy.horizon_s
     capacity = _type_capacity(instance)
     jobs = [k for k in range(len(instance.queue)) if math.isfinite(starts[k])]
+    weights = instance.weights
     outside = sum(
-        job.weight * min(ends[k], instance.deferred_cost_end(k))
-        for k, job in enumerate(instance.queue)
+        weights[k] * min(ends[k], instance.deferred_cost_end(k))
+        for k in range(len(instance.queue))
         if not math.isfinite(starts[k])
     )
     if not jobs:
@@ -124,9 +132,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     unit = max(1.0, max(work.values()) / 100_000)
     supply = {k: int(work[k] // unit) for k in jobs}
     small = [k for k in jobs if supply[k] == 0]
-    outside += sum(
-        instance.queue[k].weight * min(ends[k], instance.deferred_cost_end(k)) for k in small
-    )
+    outside += sum(weights[k] * min(ends[k], instance.deferred_cost_end(k)) for k in small)
     jobs = [k for k in jobs if supply[k] > 0]
     if not jobs:
         return outside
@@ -142,12 +148,12 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     first_bucket = {p: len(jobs) + i * n_buckets for i, p in enumerate(types)}
     defer = len(jobs) + len(types) * n_buckets
     sink = defer + 1
-    total_weighted = sum(instance.queue[k].weight * instance.deferred_cost_end(k) for k in jobs)
+    total_weighted = sum(weights[k] * instance.deferred_cost_end(k) for k in jobs)
     scale = max(1.0, 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0)))
     tails, heads, caps, costs = [], [], [], []
     for j, k in enumerate(jobs):
         job = instance.queue[k]
-        per_unit = scale * job.weight / supply[k]
+        per_unit = scale * weights[k] / supply[k]
         cutoff = horizon + min(instance.durations[k].values())
         tails.append(np.array([j]))
         heads.append(np.array([defer]))
@@ -192,7 +198,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
 
 def lower_bound(instance: Instance) -> float:
     """The best analytic lower bound on the objective of any valid decision."""
-    if instance.policy.allow_preemption and instance.running:
+    if any(preemptible_now(instance, r) for r in range(len(instance.running))):
         return 0.0  # preemption frees capacity at a price these bounds do not model
     if len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE:
         # Earliest placements cost a list-scheduling pass: past this size use
@@ -209,8 +215,8 @@ def lower_bound(instance: Instance) -> float:
 def trivial_bound(instance: Instance) -> float:
     """``sum w_j * d_j``: no job ends before its shortest duration (free to compute)."""
     return sum(
-        job.weight * (instance.min_duration(k) or instance.deferred_cost_end(k))
-        for k, job in enumerate(instance.queue)
+        weight * (instance.min_duration(k) or instance.deferred_cost_end(k))
+        for k, weight in enumerate(instance.weights)
     )
 
 

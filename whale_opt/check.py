@@ -31,6 +31,7 @@ from whale_opt.decision import (
     dropped_preferences,
     objective,
     placement_of,
+    planned_counts,
 )
 from whale_opt.problem_data import FieldError, Instance, QueuedJob
 from whale_opt.rules import preemption_problems, unreleased_plans
@@ -92,6 +93,8 @@ class _Checker:
                 self._planned(position, job, item)
             if item.action in (Action.START, Action.PLANNED):
                 self._draining_and_preferences(position, job, item)
+            elif item.dropped:
+                self.flag(job.id, "preferences", f"is {item.action} yet reports dropped ones")
         self._capacity()
         self._planned_after_release()
         self._quotas()
@@ -215,7 +218,7 @@ class _Checker:
         if unknown or not item.nodes:
             self.flag(job.id, "planned-nodes", f"names unknown or no nodes: {unknown}")
             return
-        counts = item.node_gpus or _even_split(job.gpus, len(item.nodes))
+        counts = planned_counts(item, job.gpus)
         if len(counts) != len(item.nodes) or sum(counts) != job.gpus or min(counts) < 1:
             self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpus}")
             return
@@ -258,7 +261,7 @@ class _Checker:
 
     def _draining_and_preferences(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """No new work on a draining node; every dropped soft preference reported."""
-        per_node, _ = placement_of(self.instance, item)
+        per_node, _ = placement_of(self.instance, item, job.gpus)
         for node in per_node:
             if self.instance.nodes[node].draining:
                 self.flag(job.id, "draining", f"node {self.instance.nodes[node].id} is draining")
@@ -409,11 +412,6 @@ def _first_overload(
         if news:
             return level, time, max(news, key=lambda u: (u.start, u.job)).job
     return None
-
-
-def _even_split(total: int, parts: int) -> tuple[int, ...]:
-    base, extra = divmod(total, max(parts, 1))
-    return tuple(base + (1 if k < extra else 0) for k in range(parts))
 
 
 def check(instance: Instance, decision: Decision) -> list[Violation]:

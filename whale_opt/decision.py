@@ -112,9 +112,10 @@ def job_nodes(item: JobDecision) -> tuple[str, ...]:
 
 
 def placement_of(
-    instance: Instance, item: JobDecision
+    instance: Instance, item: JobDecision, gpus: int
 ) -> tuple[dict[int, int], dict[int, int] | None]:
-    """GPUs per node position and, for a start, GPU bit masks per node.
+    """GPUs per node position and, for a start, GPU bit masks per node, of a
+    job of ``gpus`` GPUs.
 
     Empty when the job is not placed or names unknown nodes or GPUs (the
     checker reports those).
@@ -130,24 +131,34 @@ def placement_of(
         return {}, None
     if item.action is Action.PLANNED and all(n in instance.node_index for n in item.nodes):
         per_node: dict[int, int] = {}
-        for node_id, count in zip(item.nodes, item.node_gpus, strict=False):
+        for node_id, count in zip(item.nodes, planned_counts(item, gpus), strict=False):
             per_node[instance.node_index[node_id]] = count
         return per_node, None
     return {}, None
 
 
+def planned_counts(item: JobDecision, gpus: int) -> tuple[int, ...]:
+    """GPUs per node of a planned job: ``node_gpus``, else ``gpus`` split evenly
+    over ``nodes`` (``node_gpus`` is optional in decision@1)."""
+    if item.node_gpus:
+        return item.node_gpus
+    base, extra = divmod(gpus, max(len(item.nodes), 1))
+    return tuple(base + (1 if k < extra else 0) for k in range(len(item.nodes)))
+
+
 def dropped_preferences(instance: Instance, position: int, item: JobDecision) -> tuple[str, ...]:
     """The soft preferences queued job ``position``'s placement in ``item`` drops."""
-    per_node, masks = placement_of(instance, item)
+    job = instance.queue[position]
+    if not (job.zone or job.preferred_gpu_types or job.prefer_nvlink):
+        return ()
+    per_node, masks = placement_of(instance, item, job.gpus)
     return preferences.dropped(instance, position, per_node, masks)
 
 
 def placement_penalty(instance: Instance, position: int, item: JobDecision) -> float:
     """Soft-preference penalty of queued job ``position`` placed as ``item`` says."""
-    job = instance.queue[position]
-    if not (job.zone or job.preferred_gpu_types or job.prefer_nvlink):
-        return 0.0
-    return preferences.price(instance, position, dropped_preferences(instance, position, item))
+    names = dropped_preferences(instance, position, item)
+    return preferences.price(instance, position, names) if names else 0.0
 
 
 def preemption_cost(instance: Instance, running_position: int) -> float:

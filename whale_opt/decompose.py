@@ -1,17 +1,25 @@
 """Large rounds split into pools solved apart (in parallel), then merged.
 
-A cluster past ``max_gpus`` is cut into pools of whole racks of one GPU
-type, each at most ``max_gpus`` GPUs. Every queued job goes to one pool it
-can run in (highest priority first, to the least loaded pool relative to its
-speed-weighted capacity); running jobs stay where they run. Each pool is an
-ordinary instance, solved by any policy; the merged decision is valid for
-the whole cluster because pools share no GPU. A tenant's quota is split
-over the pools in proportion to what its jobs ask in each; at merge time the
-tenant's jobs are checked against the whole quota in start order, and those
-that would break it are list-scheduled again on the whole cluster.
+:func:`whale_opt.solve.solve` splits a round when the cluster is large or
+its queue too long for the time limit (see there). Pools are whole racks of
+one GPU type, each at most ``max_gpus`` GPUs. Every queued job goes to one
+pool it can run in (highest priority first, to the least loaded pool
+relative to its speed-weighted capacity); running jobs stay where they run.
+Each pool is an ordinary instance, solved by any policy; the merged decision
+is valid for the whole cluster because pools share no GPU. Pools carry the
+priority classes, guaranteed shares shifted so that every tenant is above or
+below its guarantee exactly as on the whole cluster, a share of
+``max_preemptions``, and running jobs that span pools become unpreemptible
+there. A tenant's quota is split over the pools in proportion to what its
+jobs ask in each; at merge time the preemption rules are checked on the
+whole decision (a preemption that breaks one is undone, with the starts and
+plans on the victim's nodes while it runs), the tenant's jobs against the
+whole quota in start order, and the jobs taken out are list-scheduled again
+on the whole cluster.
 
-The merged decision's bound is the analytic bound of the whole instance, so
-the gap stays honest about what the split may cost.
+The merged decision's bound is the analytic bound of the whole instance
+(the trivial one when that would not fit the time limit), so the gap stays
+honest about what the split may cost.
 """
 
 from __future__ import annotations
@@ -23,23 +31,23 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whale_opt.bounds import reported_bound
+from whale_opt.bounds import reported_bound, trivial_bound
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.io import decision_from_dict, decision_to_dict, instance_from_dict, instance_to_dict
 from whale_opt.policies.base import (
     assemble,
-    complete,
     deferral_reason,
     to_job_decision,
     to_placement,
-    unjustified_plans,
 )
 from whale_opt.policies.wspt import wspt_order
-from whale_opt.problem_data import Instance, Tenant
+from whale_opt.problem_data import Instance, Tenant, tenant_guarantee
 from whale_opt.profile import Profile
+from whale_opt.rules import held_by_tenant, preemptible_now, preemption_problems, unreleased_plans
 from whale_opt.timeline import ClusterTimeline
 
 DEFAULT_MAX_GPUS = 512
+POOL_SHARE = 0.5  # of the time limit the pools get (the rest: split, merge, bound)
 
 
 @dataclass(frozen=True)
@@ -50,14 +58,19 @@ class Pool:
     jobs: tuple[int, ...]
 
 
-def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
-    """Cut the cluster into pools and assign every servable queued job to one."""
+def rack_groups(instance: Instance) -> dict[tuple[str, str], list[int]]:
+    """Node positions by (GPU type, rack): the units pools are made of."""
     racks: dict[tuple[str, str], list[int]] = defaultdict(list)
     for k, node in enumerate(instance.nodes):
         racks[(node.gpu_type, node.rack)].append(k)
+    return racks
+
+
+def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
+    """Cut the cluster into pools and assign every servable queued job to one."""
     node_sets: list[list[int]] = []
     by_type: dict[str, list[list[int]]] = defaultdict(list)
-    for (gpu_type, _), members in sorted(racks.items()):
+    for (gpu_type, _), members in sorted(rack_groups(instance).items()):
         by_type[gpu_type].append(members)
     for rack_lists in by_type.values():
         current: list[int] = []
@@ -113,18 +126,74 @@ def quota_shares(instance: Instance, parts: list[Pool]) -> dict[str, list[int]]:
             sum(instance.queue[k].gpus for k in p.jobs if instance.queue[k].tenant == name)
             for p in parts
         ]
-        total = sum(asks)
-        split = [tenant.gpu_quota * a // total if total else 0 for a in asks]
-        if total:
-            split[max(range(len(parts)), key=lambda p: asks[p])] += tenant.gpu_quota - sum(split)
-        shares[name] = split
+        shares[name] = _proportional(tenant.gpu_quota, asks)
     return shares
 
 
+def _proportional(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (the remainder to the largest)."""
+    whole = sum(weights)
+    split = [total * w // whole if whole else 0 for w in weights]
+    if whole:
+        split[max(range(len(weights)), key=lambda p: weights[p])] += total - sum(split)
+    return split
+
+
+def _pool_of_running(instance: Instance, parts: list[Pool]) -> dict[int, int | None]:
+    """Running position -> the pool holding all its GPUs (None when it spans pools)."""
+    where = {k: p for p, pool in enumerate(parts) for k in pool.nodes}
+    out: dict[int, int | None] = {}
+    for r, job in enumerate(instance.running):
+        held = {where[instance.parse_gpu(gpu).node] for gpu in job.gpus}
+        out[r] = held.pop() if len(held) == 1 else None
+    return out
+
+
+def preemption_shares(instance: Instance, parts: list[Pool]) -> list[int | None]:
+    """Each pool's part of ``policy.max_preemptions``, in proportion to the running
+    jobs it may preempt (None: no cap)."""
+    cap = instance.policy.max_preemptions
+    if cap is None:
+        return [None] * len(parts)
+    home = _pool_of_running(instance, parts)
+    open_in = [0] * len(parts)
+    for r, pool in home.items():
+        if pool is not None and preemptible_now(instance, r):
+            open_in[pool] += 1
+    return list(_proportional(cap, open_in))
+
+
+def pool_tenants(instance: Instance, pool: Pool, quotas: dict[str, int]) -> dict[str, Tenant]:
+    """The tenants as ``pool`` sees them: its part of each quota, and each guarantee
+    lowered by the GPUs the tenant holds outside the pool, so that inside the pool a
+    tenant is above or below its guarantee exactly when it is on the whole cluster
+    (the merge re-checks what a quota part below a shifted guarantee may bend)."""
+    nodes = set(pool.nodes)
+    held = held_by_tenant(instance)
+    inside: dict[str, int] = defaultdict(int)
+    for job in instance.running:
+        inside[job.tenant] += sum(instance.parse_gpu(g).node in nodes for g in job.gpus)
+    out: dict[str, Tenant] = {}
+    for name in {*instance.tenants, *quotas}:
+        quota = quotas.get(name, instance.tenants[name].gpu_quota)
+        guarantee = None
+        if name in instance.tenants and instance.tenants[name].guaranteed_gpus is not None:
+            shifted = max(0, tenant_guarantee(instance, name) - (held[name] - inside[name]))
+            guarantee = shifted if quota is None else min(shifted, quota)
+        out[name] = Tenant(name, quota, guarantee)
+    return out
+
+
 def sub_instance(
-    instance: Instance, pool: Pool, quotas: dict[str, int], time_limit_s: float
+    instance: Instance,
+    pool: Pool,
+    quotas: dict[str, int],
+    time_limit_s: float,
+    max_preemptions: int | None = None,
 ) -> Instance:
-    """``pool`` as an instance of its own (running jobs cut to its GPUs, quota parts)."""
+    """``pool`` as an instance of its own: running jobs cut to its GPUs (those that
+    span pools may not be preempted), quota and guarantee parts, priority classes,
+    a part of the preemption cap."""
     names = {instance.nodes[k].id for k in pool.nodes}
     running = []
     for job in instance.running:
@@ -132,7 +201,13 @@ def sub_instance(
         if mine:
             share = len(mine) / len(job.gpus)
             running.append(
-                replace(job, gpus=mine, cpu=job.cpu * share, memory_gb=job.memory_gb * share)
+                replace(
+                    job,
+                    gpus=mine,
+                    cpu=job.cpu * share,
+                    memory_gb=job.memory_gb * share,
+                    preemptible=job.preemptible and len(mine) == len(job.gpus),
+                )
             )
     queue = tuple(instance.queue[k] for k in pool.jobs)
     return Instance(
@@ -141,13 +216,15 @@ def sub_instance(
             t: instance.gpu_types[t] for t in {instance.nodes[k].gpu_type for k in pool.nodes}
         }
         | {t: instance.gpu_types[t] for job in queue for t in job.gpu_types}
-        | {t: instance.gpu_types[t] for job in queue for t, _ in job.duration_by_type_s},
+        | {t: instance.gpu_types[t] for job in queue for t, _ in job.duration_by_type_s}
+        | {t: instance.gpu_types[t] for job in queue for t in job.preferred_gpu_types},
         nodes=tuple(instance.nodes[k] for k in pool.nodes),
         running=tuple(running),
         queue=queue,
-        tenants={**instance.tenants, **{n: Tenant(n, q) for n, q in quotas.items()}},
-        policy=replace(instance.policy, time_limit_s=time_limit_s),
+        tenants=pool_tenants(instance, pool, quotas),
+        policy=replace(instance.policy, time_limit_s=time_limit_s, max_preemptions=max_preemptions),
         now=instance.now,
+        priority_classes=instance.priority_classes,
     )
 
 
@@ -155,7 +232,7 @@ def _solve_remote(payload: tuple[dict[str, Any], str, str | None]) -> dict[str, 
     from whale_opt.solve import solve
 
     raw, solver, preset = payload
-    return decision_to_dict(solve(instance_from_dict(raw), solver, preset=preset))
+    return decision_to_dict(solve(instance_from_dict(raw), solver, preset=preset, split=False))
 
 
 def solve_split(
@@ -171,23 +248,25 @@ def solve_split(
     started = time.perf_counter()
     parts = pools(instance, max_gpus)
     shares = quota_shares(instance, parts)
+    caps = preemption_shares(instance, parts)
     busy = [k for k, pool in enumerate(parts) if pool.jobs]
-    # Pools run ``workers`` at a time; keep half the limit to split, merge and bound.
+    # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
     waves = max(1, -(-len(busy) // max(workers, 1)))
-    spare = 0.5 * instance.policy.time_limit_s - (time.perf_counter() - started)
+    spare = POOL_SHARE * instance.policy.time_limit_s - (time.perf_counter() - started)
     subs = [
         sub_instance(
             instance,
             parts[k],
             {n: split[k] for n, split in shares.items()},
-            max(0.2, spare / waves),
+            max(0.05, spare / waves),
+            caps[k],
         )
         for k in busy
     ]
     if solve_one is not None or workers <= 1:
         from whale_opt.solve import solve
 
-        run = solve_one or (lambda sub: solve(sub, solver, preset=preset))
+        run = solve_one or (lambda sub: solve(sub, solver, preset=preset, split=False))
         decisions = [run(sub) for sub in subs]
     else:
         with ProcessPoolExecutor(max_workers=workers) as executor:
@@ -201,56 +280,107 @@ def _has_quota(instance: Instance, position: int) -> bool:
     return tenant is not None and tenant.gpu_quota is not None
 
 
+class _Merge:
+    """The pools' decisions as one, and the jobs the whole-cluster rules take out."""
+
+    def __init__(self, instance: Instance, decisions: list[Decision]) -> None:
+        self.instance = instance
+        position = {job.id: k for k, job in enumerate(instance.queue)}
+        running = {job.id: r for r, job in enumerate(instance.running)}
+        self.decided: dict[int, JobDecision] = {}
+        self.preempted: set[int] = set()  # running positions
+        for decision in decisions:
+            for item in decision.jobs:
+                if item.id in position:
+                    self.decided[position[item.id]] = item
+                elif item.id in running and item.action is Action.PREEMPT:
+                    self.preempted.add(running[item.id])
+        self.placements = {k: to_placement(instance, k, i) for k, i in self.decided.items()}
+        # Quota jobs a pool deferred may fit elsewhere: try them again too.
+        self.again = {
+            k for k, p in self.placements.items() if p is None and _has_quota(instance, k)
+        }
+
+    def items(self) -> list[JobDecision]:
+        """The queued decisions kept so far and the preemptions."""
+        kept = [item for k, item in self.decided.items() if k not in self.again]
+        return kept + [
+            JobDecision(self.instance.running[r].id, Action.PREEMPT) for r in sorted(self.preempted)
+        ]
+
+    def settle(self) -> None:
+        """Take out what breaks a whole-cluster rule until nothing does."""
+        while True:
+            before = (len(self.again), len(self.preempted))
+            self._preemption_rules()
+            self._quotas()
+            self._release_rule()
+            if (len(self.again), len(self.preempted)) == before:
+                return
+
+    def _preemption_rules(self) -> None:
+        """A preemption that breaks a rule is undone, with what used its GPUs."""
+        instance = self.instance
+        running = {job.id: r for r, job in enumerate(instance.running)}
+        for job_id, _ in preemption_problems(instance, self.items()):
+            r = running[job_id]
+            if r not in self.preempted:
+                continue
+            self.preempted.discard(r)
+            nodes = {instance.parse_gpu(g).node for g in instance.running[r].gpus}
+            end = instance.running[r].remaining_s
+            for k, placement in self.placements.items():
+                if placement is not None and placement.start < end and set(placement.nodes) & nodes:
+                    self.again.add(k)
+
+    def _quotas(self) -> None:
+        """Jobs of tenants with a quota, in start order, within the whole quota."""
+        instance = self.instance
+        use: dict[str, Profile] = defaultdict(Profile)  # GPUs held per tenant over time
+        for r, held in enumerate(instance.running):
+            if r not in self.preempted:
+                use[held.tenant].add(0, held.remaining_s, len(held.gpus))
+        placed = {k: p for k, p in self.placements.items() if p is not None and k not in self.again}
+        for k in sorted(placed, key=lambda k: (placed[k].start, k)):
+            job = instance.queue[k]
+            if _has_quota(instance, k):
+                quota = instance.tenants[job.tenant].gpu_quota or 0
+                profile = use[job.tenant]
+                if profile.peak(placed[k].start, placed[k].end) + job.gpus > quota:
+                    self.again.add(k)
+                    continue
+                profile.add(placed[k].start, placed[k].end, job.gpus)
+
+    def _release_rule(self) -> None:
+        """Planned NVLink jobs that lost the end they waited for go again."""
+        position = {job.id: k for k, job in enumerate(self.instance.queue)}
+        for job_id in unreleased_plans(self.instance, self.items()):
+            self.again.add(position[job_id])
+
+
 def merge(
     instance: Instance, parts: list[Pool], decisions: list[Decision], solver: str, started: float
 ) -> Decision:
     """One decision for the whole instance from the pools' decisions.
 
-    Pools cannot see each other's share of a tenant's running GPUs, so jobs
-    of tenants with a quota are re-checked against the whole quota, in start
-    order; the few that would break it are list-scheduled again on the
-    whole cluster.
+    Pools cannot see each other's share of a tenant's running GPUs or of the
+    preemption cap, so the preemption rules and the quotas are re-checked on
+    the whole decision (:class:`_Merge`); the few jobs taken out are
+    list-scheduled again on the whole cluster, within their own pool.
     """
-    position = {job.id: k for k, job in enumerate(instance.queue)}
-    decided: dict[int, JobDecision] = {}
-    for decision in decisions:
-        for item in decision.jobs:
-            if item.id in position:
-                decided[position[item.id]] = item
-    placements = {k: to_placement(instance, k, item) for k, item in decided.items()}
-    # Quota jobs a pool deferred may fit elsewhere: try them again too.
-    again = {
-        k for k, placement in placements.items() if placement is None and _has_quota(instance, k)
-    }
-    quota_use: dict[str, Profile] = defaultdict(Profile)  # GPUs held per tenant over time
-    for held in instance.running:
-        quota_use[held.tenant].add(0, held.remaining_s, len(held.gpus))
-    placed = {k: p for k, p in placements.items() if p is not None}
-    for k in sorted(placed, key=lambda k: (placed[k].start, k)):
-        job = instance.queue[k]
-        if _has_quota(instance, k):
-            quota = instance.tenants[job.tenant].gpu_quota or 0
-            use = quota_use[job.tenant]
-            if use.peak(placed[k].start, placed[k].end) + job.gpus > quota:
-                again.add(k)
-                continue
-            use.add(placed[k].start, placed[k].end, job.gpus)
-    # Taking jobs out may leave planned NVLink jobs without the end they waited for.
-    while True:
-        kept = {k: item for k, item in decided.items() if k not in again}
-        lost = unjustified_plans(instance, kept)
-        if not lost:
-            break
-        again |= lost
-    timeline = ClusterTimeline(instance)
-    for k, fixed in placed.items():
-        if k not in again:
-            timeline.commit(k, fixed)
+    state = _Merge(instance, decisions)
+    state.settle()
+    gone = frozenset(instance.running[r].id for r in state.preempted)
+    timeline = ClusterTimeline(instance, preempted=gone)
+    for k, placement in state.placements.items():
+        if placement is not None and k not in state.again:
+            timeline.commit(k, placement)
+    decided = dict(state.decided)
     # Re-place within the job's own pool: its nodes are where it was meant to go,
     # and searching the whole cluster costs more than the round has.
     home = {k: frozenset(pool.nodes) for pool in parts for k in pool.jobs}
     for k in wspt_order(instance):
-        if k not in again:
+        if k not in state.again:
             continue
         placement = timeline.best_placement(k, within=home.get(k))
         if placement is None:
@@ -262,16 +392,22 @@ def merge(
             continue
         timeline.commit(k, placement)
         decided[k] = to_job_decision(instance, k, placement)
-    for k, job in enumerate(instance.queue):
-        if k not in decided:
-            decided[k] = JobDecision(
-                job.id, Action.DEFERRED, reason=deferral_reason(instance, k, timeline)
-            )
-    jobs = complete(instance, decided)
+    jobs = [
+        decided.get(k)
+        or JobDecision(job.id, Action.DEFERRED, reason=deferral_reason(instance, k, timeline))
+        for k, job in enumerate(instance.queue)
+    ]
+    jobs += [
+        JobDecision(job.id, Action.PREEMPT if r in state.preempted else Action.KEEP)
+        for r, job in enumerate(instance.running)
+    ]
     statuses = {d.status for d in decisions}
     status = (
         Status.FEASIBLE
         if statuses & {Status.FEASIBLE, Status.OPTIMAL}
         else (Status.GREEDY_FALLBACK)
     )
-    return assemble(instance, solver, jobs, status, reported_bound(instance), started)
+    from whale_opt.solve import bound_fits
+
+    bound = reported_bound(instance) if bound_fits(instance) else trivial_bound(instance)
+    return assemble(instance, solver, jobs, status, bound, started)

@@ -4,7 +4,10 @@ Reasons are derived from the model itself, by targeted re-placements with
 the same :class:`~whale_opt.timeline.ClusterTimeline` the policies use, on
 edited instances: the job alone on an empty cluster (hardware), with only
 the running jobs (busy, scattered), with its tenant's quota lifted (quota),
-and against the round's decision (outranked, preferences). Counterfactuals
+with draining nodes open again (draining), and against the round's decision
+(outranked, by priority class first; preferences). A tenant below its
+guaranteed share is told why it did not reclaim borrowed GPUs (guarantee).
+Weights are effective weights (class factor and aging). Counterfactuals
 are edits from a fixed list (:mod:`whale_opt.whatif`), each checked by
 solving the edited instance again: ``verified`` only if the job then starts
 now.
@@ -16,9 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from whale_opt.decision import Action, Decision, JobDecision, job_nodes
+from whale_opt import preferences
+from whale_opt.decision import Action, Decision, JobDecision, dropped_preferences, job_nodes
 from whale_opt.policies.base import to_placement
-from whale_opt.problem_data import TOPOLOGIES, Instance, RunningJob, tenant_quota
+from whale_opt.policies.wspt import smith_ratio
+from whale_opt.problem_data import (
+    TOPOLOGIES,
+    Instance,
+    RunningJob,
+    class_rank,
+    tenant_guarantee,
+    tenant_quota,
+)
+from whale_opt.rules import held_by_tenant, may_displace, preemptible_now
 from whale_opt.solve import solve
 from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import popcount
@@ -26,7 +39,9 @@ from whale_opt.whatif import Change, apply_change
 
 REASON_KINDS = (
     "no-hardware",
+    "draining",
     "quota",
+    "guarantee",
     "busy",
     "scattered",
     "outranked",
@@ -103,9 +118,7 @@ class Explanation:
 
 
 def _ratio(instance: Instance, position: int) -> float:
-    shortest = instance.min_duration(position)
-    job = instance.queue[position]
-    return 0.0 if shortest is None else job.weight / (job.gpus * shortest)
+    return smith_ratio(instance, position)
 
 
 def _alone(instance: Instance, position: int, **job_changes: Any) -> Placement | None:
@@ -121,6 +134,19 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
     job = instance.queue[position]
     if _alone(instance, position) is not None:
         return None
+    if any(node.draining for node in instance.nodes):
+        open_ = _undrained(instance)
+        if _alone(open_, position) is not None:
+            ids = [
+                instance.nodes[k].id
+                for k in ClusterTimeline(open_).eligible(position)
+                if instance.nodes[k].draining
+            ]
+            return Reason(
+                "draining",
+                f"every node that could hold it is draining (takes no new work): {', '.join(ids)}",
+                {"nodes": ids},
+            )
     asked = list(job.gpu_types or instance.gpu_types)
     healthy_types = sorted({n.gpu_type for n in instance.nodes if n.healthy_indices})
     memory = {name: instance.gpu_types[name].memory_gb for name in asked}
@@ -159,6 +185,67 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         )
     return Reason(
         "no-hardware", "no hardware in the cluster meets the request: " + "; ".join(words), facts
+    )
+
+
+def _undrained(instance: Instance) -> Instance:
+    """``instance`` with every draining node open to new work again."""
+    return instance.replace(nodes=tuple(replace(node, draining=False) for node in instance.nodes))
+
+
+def _draining(instance: Instance, decision: Decision, position: int, start: float) -> Reason | None:
+    """Draining nodes on which the job would start before ``start`` if they took new work."""
+    if not any(node.draining for node in instance.nodes):
+        return None
+    opened = _decided_timeline(_undrained(instance), decision, position)
+    found = opened.best_placement(position, by_start=True)
+    if found is None or found.start >= start:
+        return None
+    ids = [instance.nodes[k].id for k in found.nodes]
+    if not any(instance.nodes[k].draining for k in found.nodes):
+        return None
+    return Reason(
+        "draining",
+        f"could start at {found.start} s on {', '.join(ids)}, but draining nodes take no new work",
+        {"could_start_s": found.start, "nodes": ids},
+    )
+
+
+def _guarantee(instance: Instance, decision: Decision, position: int) -> Reason | None:
+    """A tenant below its guarantee that did not reclaim borrowed GPUs, and why."""
+    job = instance.queue[position]
+    guaranteed = tenant_guarantee(instance, job.tenant)
+    held = held_by_tenant(instance)
+    if held.get(job.tenant, 0) >= guaranteed:
+        return None
+    eligible = {instance.nodes[k].id for k in ClusterTimeline(instance).eligible(position)}
+    borrowers = [
+        r
+        for r, running in enumerate(instance.running)
+        if class_rank(instance, running) >= class_rank(instance, job)
+        and may_displace(instance, running, job, held)
+        and {gpu.rpartition("/")[0] for gpu in running.gpus} & eligible
+    ]
+    if not borrowers:
+        return None
+    if not instance.policy.allow_preemption:
+        why = "policy.allow_preemption is off"
+    elif not any(preemptible_now(instance, r) for r in borrowers):
+        why = "none of them may be preempted now (not preemptible, or run < min_run_s)"
+    else:
+        why = "preempting them would cost more than the job gains, or frees no place it fits"
+    ids = [instance.running[r].id for r in borrowers]
+    return Reason(
+        "guarantee",
+        f"tenant {job.tenant} holds {held.get(job.tenant, 0)} of its {guaranteed} guaranteed"
+        f" GPUs; {', '.join(ids)} hold GPUs borrowed beyond their tenants' guarantees on its"
+        f" nodes, but {why}",
+        {
+            "tenant": job.tenant,
+            "guaranteed": guaranteed,
+            "held": held.get(job.tenant, 0),
+            "borrowers": ids,
+        },
     )
 
 
@@ -247,10 +334,11 @@ def _quota(instance: Instance, position: int, decision: Decision) -> Reason:
 def _outranked(
     instance: Instance, position: int, decision: Decision, before: float, eligible: Sequence[int]
 ) -> Reason | None:
-    """Queued jobs placed before ``before`` on the job's eligible nodes."""
+    """Queued jobs placed before ``before`` on the job's eligible nodes, higher classes first."""
     ids = {instance.nodes[k].id for k in eligible}
     mine = _ratio(instance, position)
     job = instance.queue[position]
+    rank = class_rank(instance, job)
     rivals: list[dict[str, Any]] = []
     for k, other in enumerate(instance.queue):
         item = decision.job(other.id)
@@ -263,6 +351,9 @@ def _outranked(
                 {
                     "job": other.id,
                     "weight": other.weight,
+                    "effective_weight": instance.weights[k],
+                    "priority_class": other.priority_class,
+                    "rank": class_rank(instance, other),
                     "ratio": _ratio(instance, k),
                     "start_s": item.start_s,
                     "nodes": list(job_nodes(item)),
@@ -270,44 +361,74 @@ def _outranked(
             )
     if not rivals:
         return None
-    rivals.sort(key=lambda r: (-r["ratio"], r["job"]))
-    named = ", ".join(
-        f"{r['job']} (weight {r['weight']:g}, ratio {r['ratio'] / mine:.2g}x)" if mine else r["job"]
-        for r in rivals
-    )
+    rivals.sort(key=lambda r: (-r["rank"], -r["ratio"], r["job"]))
+
+    def named(group: list[dict[str, Any]]) -> str:
+        return ", ".join(
+            f"{r['job']} (weight {r['weight']:g}, ratio {r['ratio'] / mine:.2g}x)"
+            if mine
+            else r["job"]
+            for r in group
+        )
+
+    higher = [r for r in rivals if r["rank"] > rank]
+    same = [r for r in rivals if r["rank"] <= rank]
+    if higher:
+        classes = ", ".join(sorted({r["priority_class"] for r in higher}))
+        head = f"outranked by higher priority class {classes}: {named(higher)}"
+        head += f", and by {named(same)}" if same else ""
+    else:
+        head = f"outranked by {named(same)}"
     return Reason(
         "outranked",
-        f"outranked by {named}: they took its GPUs first (its weight {job.weight:g},"
-        f" WSPT ratio {mine:.3g})",
-        {"weight": job.weight, "ratio": mine, "by": rivals},
+        f"{head}: they took its GPUs first (its class {job.priority_class}, weight"
+        f" {job.weight:g}, WSPT ratio {mine:.3g})",
+        {
+            "weight": job.weight,
+            "effective_weight": instance.weights[position],
+            "priority_class": job.priority_class,
+            "ratio": mine,
+            "by": rivals,
+        },
     )
 
 
 def _preference(
     instance: Instance, position: int, item: JobDecision, tl: ClusterTimeline
 ) -> Reason | None:
+    """The soft preferences the placement drops and their price; or, for a zone
+    honoured, how much sooner the job could start outside it."""
     job = instance.queue[position]
+    names = dropped_preferences(instance, position, item)
+    nodes = list(job_nodes(item))
+    if names:
+        cost = preferences.price(instance, position, names)
+        where = [instance.nodes[instance.node_index[n]] for n in nodes]
+        words = []
+        facts: dict[str, Any] = {"dropped": list(names), "penalty": cost, "nodes": nodes}
+        if "zone" in names:
+            outside = [n.id for n in where if n.zone != job.zone]
+            words.append(f"placed outside zone {job.zone} on {', '.join(outside)}")
+            facts.update(zone=job.zone, nodes=outside)
+        if "gpu_type" in names:
+            liked = ", ".join(job.preferred_gpu_types)
+            words.append(f"placed on {where[0].gpu_type}, not a preferred {liked}")
+        if "nvlink" in names:
+            words.append("placed on GPUs that are not NVLink-connected")
+        return Reason("preference", f"{'; '.join(words)}: penalty {cost:g}", facts)
     if job.zone is None:
         return None
-    nodes = job_nodes(item)
-    outside = [n for n in nodes if instance.nodes[instance.node_index[n]].zone != job.zone]
-    cost = job.weight * instance.policy.zone_penalty_s
-    if outside:
-        return Reason(
-            "preference",
-            f"placed outside zone {job.zone} on {', '.join(outside)}: penalty {cost:g}",
-            {"zone": job.zone, "penalty": cost, "nodes": outside},
-        )
+    cost = preferences.price(instance, position, ("zone",))
     away = frozenset(k for k, n in enumerate(instance.nodes) if n.zone != job.zone)
     other = tl.best_placement(position, by_start=True, within=away)
     start = item.start_s if item.start_s is not None else instance.policy.horizon_s
     if other is not None and other.start < start:
-        where = [instance.nodes[k].id for k in other.nodes]
+        where_ids = [instance.nodes[k].id for k in other.nodes]
         return Reason(
             "preference",
-            f"zone {job.zone} preference: could start at {other.start} s on {', '.join(where)}"
-            f" outside it (penalty {cost:g})",
-            {"zone": job.zone, "penalty": cost, "could_start_s": other.start, "nodes": where},
+            f"zone {job.zone} preference: could start at {other.start} s on"
+            f" {', '.join(where_ids)} outside it (penalty {cost:g})",
+            {"zone": job.zone, "penalty": cost, "could_start_s": other.start, "nodes": where_ids},
         )
     return None
 
@@ -335,9 +456,15 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
         d_nq = _decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
         if d_nq is not None and (d_q is None or d_nq.start < d_q.start):
             found.append(_quota(instance, position, decision))
+    start = inf if item.start_s is None else item.start_s
+    guarantee = _guarantee(instance, decision, position)
+    if guarantee is not None:
+        found.append(guarantee)
     if start_nq > 0:
         found += _busy(instance, position, start_nq)
-    start = inf if item.start_s is None else item.start_s
+    draining = _draining(instance, decision, position, start)
+    if draining is not None:
+        found.append(draining)
     now = decided.best_placement(position, by_start=True)
     d_start = inf if now is None else now.start
     if d_start > start_q:
@@ -377,6 +504,7 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
             cpu=queued[item.id].cpu,
             memory_gb=queued[item.id].memory_gb,
             weight=queued[item.id].weight,
+            priority_class=queued[item.id].priority_class,
         )
         for item in decision.by_action(Action.START)
         if item.id != skip and item.id in queued
@@ -401,7 +529,11 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
         groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
     eligible = ClusterTimeline(instance).eligible(position)
     holders = [h["job"] for h in _holders(instance, eligible)]
-    preemptible = {r.id for r in instance.running if r.preemptible}
+    preemptible = {
+        r.id
+        for r in instance.running
+        if r.preemptible and instance.priority_classes[r.priority_class].preemptible
+    }
     holders = [h for h in holders if h in preemptible]
     tries = [Change("preempt", value=(h,)) for h in holders]
     if len(holders) > 1:

@@ -213,9 +213,10 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         for name, spec in raw.get("tenants", {}).items()
     }
     policy = _build(source, "policy", Policy, **raw.get("policy", {}))
-    classes = dict(DEFAULT_PRIORITY_CLASSES)
-    for name, spec in raw.get("priority_classes", {}).items():
-        classes[name] = _build(source, f"priority_classes.{name}", PriorityClass, name, **spec)
+    classes = {
+        name: _build(source, f"priority_classes.{name}", PriorityClass, name, **spec)
+        for name, spec in raw.get("priority_classes", {}).items()
+    }
     return _build(
         source,
         "",

@@ -225,6 +225,14 @@ class RunningJob:
             "must be an integer >= 0",
         )
 
+        _require(
+            self.since_checkpoint_s is None or self.since_checkpoint_s <= max(0, -self.started_at),
+            "since_checkpoint_s",
+            self.since_checkpoint_s,
+            f"cannot exceed the time the job has run ({max(0, -self.started_at)} s since"
+            " started_at)",
+        )
+
     @property
     def lost_on_preempt_s(self) -> int:
         """Work (seconds) a preemption now throws away: since the last checkpoint."""
@@ -467,9 +475,7 @@ class Instance:
     tenants: Mapping[str, Tenant] = field(default_factory=dict)
     policy: Policy = field(default_factory=Policy)
     now: int = 0
-    priority_classes: Mapping[str, PriorityClass] = field(
-        default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES)
-    )
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
     # Derived maps, filled in __post_init__.
     node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
@@ -481,7 +487,9 @@ class Instance:
     def __post_init__(self) -> None:
         _ident("name", self.name)
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
-        object.__setattr__(self, "priority_classes", MappingProxyType(dict(self.priority_classes)))
+        # Classes given override the defaults of the same name; the others stay.
+        classes = {**DEFAULT_PRIORITY_CLASSES, **self.priority_classes}
+        object.__setattr__(self, "priority_classes", MappingProxyType(classes))
         for key, klass in self.priority_classes.items():
             _require(key == klass.name, f"priority_classes.{key}", klass.name, "name mismatch")
         object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))

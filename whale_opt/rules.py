@@ -13,9 +13,11 @@ the first end of a job on that node (running, started or planned).
 allows preemption, the job and its priority class are preemptible and it has
 run ``policy.min_run_s``; at most ``policy.max_preemptions`` a round; and
 only for a job started now on at least one of its GPUs that may displace it:
-one of a higher priority rank, or one of a tenant below its guaranteed share
-reclaiming GPUs from a tenant above its own (borrowed GPUs). A preemption
-that frees GPUs nobody starts on is pure loss and is refused.
+one of a higher priority rank, or one that reclaims its tenant's guarantee
+from a tenant above its own (borrowed GPUs): the reclaiming tenant, with
+the job, stays within its ``guaranteed_gpus``, so GPUs never go back and
+forth between two tenants. A preemption that frees GPUs nobody starts on is
+pure loss and is refused.
 """
 
 from __future__ import annotations
@@ -122,15 +124,15 @@ def may_displace(
 ) -> bool:
     """Whether starting ``job`` justifies preempting ``victim`` (``held``: GPUs per tenant now).
 
-    A higher priority rank displaces a lower one; a tenant below its
-    guarantee reclaims from another tenant above its own.
+    A higher priority rank displaces a lower one; a job whose tenant, with
+    it, stays within its guarantee reclaims from a tenant above its own.
     """
     if class_rank(instance, job) > class_rank(instance, victim):
         return True
     return (
         job.tenant != victim.tenant
         and held.get(victim.tenant, 0) > tenant_guarantee(instance, victim.tenant)
-        and held.get(job.tenant, 0) < tenant_guarantee(instance, job.tenant)
+        and held.get(job.tenant, 0) + job.gpus <= tenant_guarantee(instance, job.tenant)
     )
 
 

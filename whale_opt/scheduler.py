@@ -2,34 +2,56 @@
 
 A Kubernetes controller, a Slurm plugin or the simulator keeps one
 :class:`Scheduler`, tells it what happened (jobs submitted or finished, nodes
-down or back, GPUs failed) and asks :meth:`Scheduler.decide` what to do now.
-Times here are absolute seconds on the caller's clock; each round's
-:class:`~whale_opt.problem_data.Instance` is built relative to ``now``, as
-the file formats are.
+down, draining or back, GPUs failed, checkpoints written) and asks
+:meth:`Scheduler.decide` what to do now. Times here are absolute seconds on
+the caller's clock; each round's :class:`~whale_opt.problem_data.Instance`
+is built relative to ``now``, as the file formats are.
+
+**Work, checkpoints and restarts.** The scheduler keeps each job's remaining
+*work* (its durations, scaled down as attempts save progress). A running job
+saves its state at checkpoints: the ones the caller reports
+(:meth:`Scheduler.checkpointed`), or else one every ``checkpoint_interval_s``
+seconds of computing. An attempt's start counts as saved (it resumes from
+the last checkpoint). A job interrupted by a failure or a preemption goes
+back to the queue with the work left at its last checkpoint, keeping its
+class, tenant, preferences and submission time (so its aging goes on), and
+its next attempt first spends ``checkpoint_s`` restoring: the restore is
+added to the queued job's durations. This is what the objective prices a
+preemption at (:func:`whale_opt.decision.preemption_cost`): the work since
+the last checkpoint plus ``checkpoint_s``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from whale_opt.decision import Action, Decision
 from whale_opt.policies import SchedulingPolicy, get_policy
-from whale_opt.problem_data import Instance, Node, QueuedJob, RunningJob
+from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
+from whale_opt.solve import SPLIT_ABOVE_GPUS, solve
 
 log = logging.getLogger("whale_opt")
 
 
 @dataclass(frozen=True)
 class Placed:
-    """A job holding GPUs: its request, its GPUs, when it started and should end."""
+    """A job holding GPUs: its request, its GPUs, when it started and should end.
+
+    ``restore_s`` is the restart overhead the attempt began with (seconds of
+    ``expected_end - started_at`` spent restoring, not computing);
+    ``checkpoint_at`` the last checkpoint the caller reported during this
+    attempt (None: none reported).
+    """
 
     job: QueuedJob
     gpus: tuple[str, ...]
     started_at: int
     expected_end: int
+    restore_s: int = 0
+    checkpoint_at: int | None = None
 
 
 class Scheduler:
@@ -38,11 +60,25 @@ class Scheduler:
     Parameters
     ----------
     cluster
-        GPU types, nodes, tenants and policy parameters; its running jobs and
-        queue (times relative to ``cluster.now``) become the initial state.
+        GPU types, nodes, tenants, priority classes and policy parameters;
+        its running jobs and queue (times relative to ``cluster.now``) become
+        the initial state.
     policy
-        A registry name (``"wspt"``, ``"cpsat"``, ...) or any object with the
-        :class:`~whale_opt.policies.SchedulingPolicy` shape.
+        A registry name (``"wspt"``, ``"cpsat"``, ...), decided as
+        :func:`whale_opt.solve.solve` decides (rounds on more than
+        ``split_above_gpus`` GPUs split into pools), or any object with the
+        :class:`~whale_opt.policies.SchedulingPolicy` shape, called as it is.
+    preset
+        CP-SAT parameter preset (ignored by the heuristics).
+    checkpoint_interval_s
+        Running jobs are assumed to checkpoint every this many seconds of
+        computing, unless the caller reports their checkpoints (None: no
+        checkpoint unless reported; an interruption loses the attempt).
+    checkpoint_s
+        Default restore time of a job's restart after an interruption (a
+        job's own, given to :meth:`submit`, wins).
+    split_above_gpus
+        Clusters above this many GPUs are solved pool by pool (None: never).
     """
 
     def __init__(
@@ -51,51 +87,107 @@ class Scheduler:
         policy: str | SchedulingPolicy = "wspt",
         *,
         preset: str | None = None,
+        checkpoint_interval_s: int | None = None,
+        checkpoint_s: int = 0,
+        split_above_gpus: int | None = SPLIT_ABOVE_GPUS,
     ) -> None:
+        if checkpoint_interval_s is not None and checkpoint_interval_s < 1:
+            raise ValueError(f"checkpoint_interval_s must be >= 1 (got {checkpoint_interval_s})")
+        if checkpoint_s < 0:
+            raise ValueError(f"checkpoint_s must be >= 0 (got {checkpoint_s})")
         self.template = cluster
+        self.solver = policy if isinstance(policy, str) else None
         self.policy = get_policy(policy, preset=preset) if isinstance(policy, str) else policy
+        self.preset = preset
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.checkpoint_s = checkpoint_s
+        self.split_above_gpus = split_above_gpus
         self.nodes: dict[str, Node] = {node.id: node for node in cluster.nodes}
         self.queue: dict[str, QueuedJob] = {}
         self.running: dict[str, Placed] = {}
+        self.work: dict[str, QueuedJob] = {}  # remaining work, without restore time
+        self.restore_s: dict[str, int] = {}  # restore time of each job's restarts
+        self.restore_due: dict[str, int] = {}  # queued jobs whose next start restores
         now = cluster.now
         for job in cluster.queue:
-            self.queue[job.id] = replace(job, submitted_at=now + job.submitted_at)
+            self.submit(replace(job, submitted_at=now + job.submitted_at))
         for held in cluster.running:
-            spec = QueuedJob(
-                id=held.id,
-                gpus=len(held.gpus),
-                duration_s=held.remaining_s,
-                tenant=held.tenant,
-                cpu=held.cpu,
-                memory_gb=held.memory_gb,
-                weight=held.weight,
-                preemptible=held.preemptible,
-            )
-            self.running[held.id] = Placed(
-                spec, held.gpus, now + held.started_at, now + held.remaining_s
-            )
+            self._adopt(held, now)
+
+    def _adopt(self, held: RunningJob, now: int) -> None:
+        """A job running in the initial cluster: its attempt started at ``started_at``."""
+        gpu_type = self.template.nodes[self.template.parse_gpu(held.gpus[0]).node].gpu_type
+        attempt_s = held.remaining_s - held.started_at  # on its GPU type
+        spec = QueuedJob(
+            id=held.id,
+            gpus=len(held.gpus),
+            duration_s=math.ceil(attempt_s * self.template.gpu_types[gpu_type].speed),
+            tenant=held.tenant,
+            cpu=held.cpu,
+            memory_gb=held.memory_gb,
+            weight=held.weight,
+            submitted_at=now + held.started_at,
+            preemptible=held.preemptible,
+            priority_class=held.priority_class,
+        )
+        saved = None if held.since_checkpoint_s is None else now - held.since_checkpoint_s
+        self.work[held.id] = spec
+        self.restore_s[held.id] = held.checkpoint_s
+        self.running[held.id] = Placed(
+            spec, held.gpus, now + held.started_at, now + held.remaining_s, checkpoint_at=saved
+        )
 
     # -- what happened -----------------------------------------------------------
 
-    def submit(self, job: QueuedJob) -> None:
-        """A new job; its ``submitted_at`` is absolute."""
+    def submit(self, job: QueuedJob, *, checkpoint_s: int | None = None) -> None:
+        """A new job; its ``submitted_at`` is absolute.
+
+        ``checkpoint_s`` is its restore time after an interruption (default:
+        the scheduler's).
+        """
         if job.id in self.queue or job.id in self.running:
             raise ValueError(f"job {job.id!r} is already known")
+        if checkpoint_s is not None and checkpoint_s < 0:
+            raise ValueError(f"checkpoint_s must be >= 0 (got {checkpoint_s})")
         self.queue[job.id] = job
+        self.work[job.id] = job
+        self.restore_s[job.id] = self.checkpoint_s if checkpoint_s is None else checkpoint_s
 
     def finish(self, job_id: str) -> None:
         """A running job ended (or was cancelled): its GPUs are free."""
         if self.running.pop(job_id, None) is None and self.queue.pop(job_id, None) is None:
             raise KeyError(job_id)
+        for table in (self.work, self.restore_s, self.restore_due):
+            table.pop(job_id, None)
+
+    def checkpointed(self, job_id: str, now: int) -> None:
+        """Running job ``job_id`` saved its state at ``now``.
+
+        Once a checkpoint of an attempt is reported, reports alone say what
+        an interruption of that attempt loses (the default interval no longer
+        applies to it).
+        """
+        held = self.running[job_id]
+        if now < held.started_at:
+            raise ValueError(f"checkpoint of {job_id!r} at {now} precedes its start")
+        self.running[job_id] = replace(held, checkpoint_at=now)
 
     def set_node_down(self, node_id: str, down: bool = True) -> list[str]:
         """Take a node out (or bring it back); returns the jobs that lost GPUs there.
 
         Jobs that lost GPUs stay in :attr:`running` until the caller requeues
-        them with :meth:`requeue` (it knows how much work they saved).
+        them with :meth:`requeue`.
         """
         self.nodes[node_id] = replace(self.nodes[node_id], down=down)
         return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id) if down else []
+
+    def drain(self, node_id: str, draining: bool = True) -> list[str]:
+        """Stop (or resume) new work on a node; its running jobs keep going.
+
+        Returns the jobs still running there: the node is empty once they end.
+        """
+        self.nodes[node_id] = replace(self.nodes[node_id], draining=draining)
+        return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id)
 
     def fail_gpu(self, gpu_id: str, failed: bool = True) -> list[str]:
         """Mark one GPU failed (or repaired); returns the jobs that lost it."""
@@ -112,26 +204,58 @@ class Scheduler:
     def _hit(self, lost: Callable[[str], bool]) -> list[str]:
         return sorted(job_id for job_id, held in self.running.items() if any(map(lost, held.gpus)))
 
-    def requeue(self, job_id: str, remaining_fraction: float, now: int) -> QueuedJob:
-        """Put a running job back in the queue with ``remaining_fraction`` of its work."""
+    def requeue(self, job_id: str, remaining_fraction: float | None, now: int) -> QueuedJob:
+        """Put a running job back in the queue; returns it as queued.
+
+        ``remaining_fraction`` is the share of the attempt's work still to do
+        (the caller may know its progress); None takes it from the last
+        checkpoint (see the module docstring). The job keeps its class,
+        tenant, preferences and submission time; its restart pays its
+        restore time.
+        """
         held = self.running.pop(job_id)
+        if remaining_fraction is None:
+            remaining_fraction = 1.0 - self.saved_fraction(job_id, now, held)
         fraction = min(1.0, max(remaining_fraction, 1e-9))
-        job = held.job
-        again = replace(
-            job,
-            duration_s=None
-            if job.duration_s is None
-            else max(1, math.ceil(job.duration_s * fraction)),
-            duration_by_type_s=tuple(
-                (name, max(1, math.ceil(seconds * fraction)))
-                for name, seconds in job.duration_by_type_s
-            ),
-            submitted_at=job.submitted_at,
-            attained_gpu_s=job.attained_gpu_s + len(held.gpus) * max(0, now - held.started_at),
+        work = self.work[job_id]
+        left = replace(
+            _scaled(work, fraction),
+            attained_gpu_s=work.attained_gpu_s + len(held.gpus) * max(0, now - held.started_at),
         )
+        self.work[job_id] = left
+        self.restore_due[job_id] = self.restore_s.get(job_id, 0)
+        again = _with_restore(left, self.restore_due[job_id], self.template.gpu_types)
         self.queue[job_id] = again
         log.info("requeued %s with %.0f%% of its work at t=%d", job_id, 100 * fraction, now)
         return again
+
+    # -- checkpoints ---------------------------------------------------------------
+
+    def last_saved(self, job_id: str, now: int, held: Placed | None = None) -> int:
+        """When running job ``job_id``'s state was last saved, as of ``now``.
+
+        The last reported checkpoint of this attempt; else the last one the
+        default interval implies; else (and before either) the attempt's start.
+        """
+        held = self.running[job_id] if held is None else held
+        if held.checkpoint_at is not None:
+            return max(held.started_at, min(held.checkpoint_at, now))
+        interval = self.checkpoint_interval_s
+        computing = now - held.started_at - held.restore_s
+        if interval is None or computing < interval:
+            return held.started_at
+        return held.started_at + held.restore_s + computing // interval * interval
+
+    def saved_fraction(self, job_id: str, now: int, held: Placed | None = None) -> float:
+        """The share of running job ``job_id``'s attempt work saved by ``now``
+        (by its estimate: computing saved over the attempt's expected computing)."""
+        held = self.running[job_id] if held is None else held
+        computing = max(1, held.expected_end - held.started_at - held.restore_s)
+        saved = max(0, self.last_saved(job_id, now, held) - held.started_at - held.restore_s)
+        return min(1.0, saved / computing)
+
+    def _known_checkpoints(self, held: Placed) -> bool:
+        return held.checkpoint_at is not None or self.checkpoint_interval_s is not None
 
     # -- what now ----------------------------------------------------------------
 
@@ -148,8 +272,13 @@ class Scheduler:
                 started_at=held.started_at - now,
                 weight=held.job.weight,
                 preemptible=held.job.preemptible,
+                checkpoint_s=self.restore_s.get(job_id, 0),
+                priority_class=held.job.priority_class,
+                since_checkpoint_s=now - self.last_saved(job_id, now, held)
+                if self._known_checkpoints(held)
+                else None,
             )
-            for held in self.running.values()
+            for job_id, held in self.running.items()
         )
         queue = tuple(
             replace(job, submitted_at=job.submitted_at - now) for job in self.queue.values()
@@ -163,21 +292,76 @@ class Scheduler:
             tenants=self.template.tenants,
             policy=self.template.policy,
             now=now,
+            priority_classes=self.template.priority_classes,
         )
 
+    def propose(self, now: int, instance: Instance | None = None) -> Decision:
+        """The policy's decision for this round; the state is left as it is.
+
+        ``instance`` is the round's :meth:`snapshot` when the caller already
+        holds it.
+        """
+        instance = self.snapshot(now) if instance is None else instance
+        gpus = sum(node.gpus for node in instance.nodes)
+        if self.solver is not None and gpus > (self.split_above_gpus or gpus):
+            # A large round: solve decomposes it into pools (whale_opt.decompose).
+            return solve(
+                instance, self.solver, preset=self.preset, split_above_gpus=self.split_above_gpus
+            )
+        return self.policy.decide(instance)  # what solve does below the split, minus a rebuild
+
     def decide(self, now: int) -> Decision:
-        """Run the policy on the current state and start what it starts."""
-        decision = self.policy.decide(self.snapshot(now))
+        """Run the policy on the current state; apply its starts and preemptions."""
+        decision = self.propose(now)
         self.apply(decision, now)
         return decision
 
-    def apply(self, decision: Decision, now: int) -> None:
-        """Move the decision's started jobs from the queue to running."""
-        for item in decision.jobs:
-            if item.action is Action.START:
-                job = self.queue.pop(item.id)
-                self.running[item.id] = Placed(job, item.gpus, now, now + (item.end_s or 0))
-            elif item.action is Action.PREEMPT:
-                held = self.running[item.id]
-                span = max(1, held.expected_end - held.started_at)
-                self.requeue(item.id, (held.expected_end - now) / span, now)
+    def apply(
+        self, decision: Decision, now: int, remaining: Mapping[str, float] | None = None
+    ) -> None:
+        """Requeue the decision's preempted jobs, then move its started jobs to running.
+
+        A preempted job goes back with ``remaining[job_id]`` of its attempt's
+        work when the caller knows it, else with the work left at its last
+        checkpoint; its restart pays its restore time.
+        """
+        remaining = remaining or {}
+        for item in decision.by_action(Action.PREEMPT):
+            self.requeue(item.id, remaining.get(item.id), now)
+        for item in decision.by_action(Action.START):
+            job = self.queue.pop(item.id)
+            restore = self.restore_due.pop(item.id, 0)
+            self.running[item.id] = Placed(job, item.gpus, now, now + (item.end_s or 0), restore)
+
+
+def _scaled(job: QueuedJob, fraction: float) -> QueuedJob:
+    """``job`` with ``fraction`` of its durations (whole seconds, at least 1)."""
+    return replace(
+        job,
+        duration_s=None
+        if job.duration_s is None
+        else max(1, math.ceil(job.duration_s * fraction - 1e-9)),
+        duration_by_type_s=tuple(
+            (name, max(1, math.ceil(seconds * fraction - 1e-9)))
+            for name, seconds in job.duration_by_type_s
+        ),
+    )
+
+
+def _with_restore(job: QueuedJob, restore_s: int, gpu_types: Mapping[str, GpuType]) -> QueuedJob:
+    """``job`` with ``restore_s`` added to its duration on every type.
+
+    Restoring takes wall time, not GPU speed: the durations become per type,
+    each the work there plus the restore.
+    """
+    if restore_s == 0:
+        return job
+    by_type = dict(job.duration_by_type_s)
+    for name, gpu_type in gpu_types.items():
+        if name not in by_type and job.duration_s is not None:
+            by_type[name] = math.ceil(job.duration_s / gpu_type.speed)
+    return replace(
+        job,
+        duration_s=None if job.duration_s is None else job.duration_s + restore_s,
+        duration_by_type_s=tuple(sorted((name, s + restore_s) for name, s in by_type.items())),
+    )

@@ -20,6 +20,16 @@ nodes of one GPU type but different sizes, down nodes and failed GPUs,
 running jobs that fragment nodes, gang jobs larger than a node, CPU and
 host memory that bind, tenant quotas (some already exceeded by running
 work), zone preferences and horizons short enough to force deferral.
+
+Now and then (each in roughly one instance of four or five, so most
+instances look as before) they also carry the features of priority and
+preemption: priority classes (the defaults, some redefined, and custom
+ones of any weight factor, rank and preemptibility) with queued and running
+jobs of several classes; aging; tenants with guaranteed shares (at most
+their quota); a preemption policy (``min_run_s``, ``max_preemptions``) with
+running jobs that report the work since their last checkpoint; draining
+nodes; and soft preferences (``preferred_gpu_types``, ``prefer_nvlink``,
+with their prices). Keywords of :func:`instances` force each on or off.
 Instances stay small (a handful of nodes and jobs) so tests run fast.
 """
 
@@ -28,23 +38,34 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from hypothesis import strategies as st
 
 from whale_opt.problem_data import (
+    DEFAULT_CLASS,
     DEFAULT_HORIZON_S,
+    DEFAULT_PRIORITY_CLASSES,
     TOPOLOGIES,
     GpuType,
     Instance,
     Node,
     Policy,
+    PriorityClass,
     QueuedJob,
     RunningJob,
     Tenant,
 )
 
-__all__ = ["GPU_CATALOGUE", "gpu_types", "instances", "nodes", "nvlink_layouts"]
+__all__ = [
+    "GPU_CATALOGUE",
+    "gpu_types",
+    "instances",
+    "nodes",
+    "nvlink_layouts",
+    "priority_classes",
+]
 
 GPU_CATALOGUE: tuple[GpuType, ...] = (
     GpuType("A100-80G", 80, 1.0),
@@ -61,11 +82,21 @@ ZONE_NAMES = ("east", "west")
 NODE_SIZES = (8, 4, 2, 1, 3, 6, 16)
 NODE_CPUS = (128, 64, 32, 16)
 NODE_MEMORIES_GB = (1024, 512, 256, 64)
+CUSTOM_CLASS_NAMES = ("urgent", "batch", "spot")
+CLASS_WEIGHTS = (1.0, 0.5, 2.0, 5.0, 0.1)
+AGING_RATES = (0.5, 0.1, 2.0, 24.0)
+MIN_RUNS_S = (0, 600, 3600, 50_000)
+PENALTIES_S = (3600, 0, 600)
 
 
 def _rarely(draw: st.DrawFn, one_in: int) -> bool:
     """True about once in ``one_in`` draws; shrinks towards False."""
     return draw(st.integers(0, one_in - 1)) == one_in - 1
+
+
+def _feature(draw: st.DrawFn, forced: bool | None, one_in: int) -> bool:
+    """``forced`` when given, else on about once in ``one_in`` draws (shrinks to off)."""
+    return _rarely(draw, one_in) if forced is None else forced
 
 
 def gpu_types(min_types: int = 1, max_types: int = 3) -> st.SearchStrategy[dict[str, GpuType]]:
@@ -124,6 +155,50 @@ def nvlink_layouts(gpus: int) -> st.SearchStrategy[str | tuple[tuple[int, int], 
     return st.one_of(options)
 
 
+@st.composite
+def priority_classes(
+    draw: st.DrawFn, *, min_custom: int = 0, max_custom: int = 2
+) -> dict[str, PriorityClass]:
+    """Priority classes keyed by name: the defaults, now and then one redefined,
+    and custom ones.
+
+    Custom classes (``urgent``, ``batch``, ``spot``) take any weight factor
+    (0.1 to 5), rank (-1 to 3, so ties with the defaults happen) and
+    preemptibility; a redefined default (``online``, ``training``,
+    ``best-effort``) keeps its name with new values, as an instance file
+    may redefine it.
+
+    Parameters
+    ----------
+    min_custom, max_custom
+        How many custom classes (at most ``len(CUSTOM_CLASS_NAMES)``).
+
+    Returns
+    -------
+    SearchStrategy[dict[str, PriorityClass]]
+        Mappings fit for ``Instance(priority_classes=...)``.
+    """
+    names = draw(
+        st.lists(
+            st.sampled_from(CUSTOM_CLASS_NAMES),
+            unique=True,
+            min_size=min_custom,
+            max_size=min(max_custom, len(CUSTOM_CLASS_NAMES)),
+        )
+    )
+    if _rarely(draw, 4):
+        names.append(draw(st.sampled_from(sorted(DEFAULT_PRIORITY_CLASSES))))
+    classes = dict(DEFAULT_PRIORITY_CLASSES)
+    for name in names:
+        classes[name] = PriorityClass(
+            name,
+            weight=draw(st.sampled_from(CLASS_WEIGHTS)),
+            rank=draw(st.integers(-1, 3)),
+            preemptible=draw(st.booleans()),
+        )
+    return classes
+
+
 class _NodeKind(NamedTuple):
     """A server model: what identical nodes share."""
 
@@ -157,8 +232,9 @@ def nodes(
     max_racks: int = 3,
     zones: Sequence[str] = ZONE_NAMES,
     with_failures: bool = True,
+    draining: bool = False,
 ) -> tuple[Node, ...]:
-    """Servers of a few models, spread over racks, some broken.
+    """Servers of a few models, spread over racks, some broken, some draining.
 
     Nodes are drawn from one to three server models, as in a real cluster,
     so identical nodes (interchangeable for a multi-node gang) are common,
@@ -177,6 +253,9 @@ def nodes(
         Zone names; empty for nodes without a zone.
     with_failures
         Whether some nodes are down and some GPUs failed.
+    draining
+        Whether some nodes drain (about one in three, at least one; a
+        draining node may also be down or have failed GPUs).
 
     Returns
     -------
@@ -207,21 +286,32 @@ def nodes(
                 zone=rack_zone[rack],
                 down=down,
                 failed_gpus=failed,
+                draining=draining and _rarely(draw, 3),
                 **kind._asdict(),
             )
         )
+    if draining and not any(node.draining for node in result):
+        k = draw(st.integers(0, count - 1))
+        result[k] = replace(result[k], draining=True)
     return tuple(result)
 
 
 @st.composite
 def _running_jobs(
-    draw: st.DrawFn, cluster: Sequence[Node], tenants: Sequence[str], max_running: int
+    draw: st.DrawFn,
+    cluster: Sequence[Node],
+    tenants: Sequence[str],
+    max_running: int,
+    classes: Sequence[str] = (DEFAULT_CLASS,),
+    checkpoints: bool = False,
 ) -> tuple[RunningJob, ...]:
     """Running jobs on distinct healthy GPUs, mostly within each node's CPU and memory.
 
     Now and then a job overcommits a node's CPU or memory: the data model
     accepts the state a cluster reports, and the rules then only forbid new
-    work on that node while the overload lasts.
+    work on that node while the overload lasts. Each job is of one of
+    ``classes``; with ``checkpoints``, most report the work done since their
+    last checkpoint (at most the time since they started).
     """
     free = {node.id: list(node.healthy_indices) for node in cluster}
     cpu_left = {node.id: float(node.cpu) for node in cluster}
@@ -252,6 +342,7 @@ def _running_jobs(
         for host, indices in per_node.items():
             cpu_left[host] -= cpu * len(indices) / total
             memory_left[host] -= memory_gb * len(indices) / total
+        started_at = draw(st.integers(-100_000, 0))
         jobs.append(
             RunningJob(
                 id=f"r{k}",
@@ -260,13 +351,26 @@ def _running_jobs(
                 tenant=draw(st.sampled_from(tenants)),
                 cpu=cpu,
                 memory_gb=memory_gb,
-                started_at=draw(st.integers(-100_000, 0)),
+                started_at=started_at,
                 weight=draw(st.sampled_from([1.0, 2.0, 0.5, 4.0])),
                 preemptible=draw(st.booleans()),
                 checkpoint_s=draw(st.integers(0, 600)),
+                priority_class=_one_class(draw, classes),
+                since_checkpoint_s=_since_checkpoint(draw, -started_at) if checkpoints else None,
             )
         )
     return tuple(jobs)
+
+
+def _since_checkpoint(draw: st.DrawFn, elapsed: int) -> int | None:
+    """Work since the last checkpoint of a job that has run ``elapsed`` seconds:
+    unknown, within a checkpoint interval (up to an hour), or any of it."""
+    return draw(st.one_of(st.none(), st.integers(0, min(elapsed, 3600)), st.integers(0, elapsed)))
+
+
+def _one_class(draw: st.DrawFn, classes: Sequence[str]) -> str:
+    """One of ``classes`` (no draw when there is only one)."""
+    return classes[0] if len(classes) == 1 else draw(st.sampled_from(classes))
 
 
 @st.composite
@@ -277,8 +381,16 @@ def _queued_job(
     cluster: Sequence[Node],
     tenants: Sequence[str],
     zones: Sequence[str],
+    classes: Sequence[str] = (DEFAULT_CLASS,),
+    preferences: bool = False,
+    force_preference: bool = False,
 ) -> QueuedJob:
-    """One queued job of any topology; sometimes unservable, sometimes binding."""
+    """One queued job of any topology; sometimes unservable, sometimes binding.
+
+    It is of one of ``classes``. With ``preferences``, about half the jobs
+    (every one with ``force_preference``) prefer GPU types (mostly present
+    ones, a required type or not), an NVLink-connected placement, or both.
+    """
     topology = draw(st.sampled_from(TOPOLOGIES))
     present = [node.gpu_type for node in cluster]
     if topology == "nvlink" and _rarely(draw, 3):
@@ -307,6 +419,14 @@ def _queued_job(
         by_type = tuple((name, draw(st.integers(1, 10_000))) for name in sorted(measured))
     cpu_per_gpu = draw(st.sampled_from([0, 0, 2, 8, 16, 48]))
     memory_per_gpu = draw(st.sampled_from([0, 0, 16, 64, 200]))
+    preferred: list[str] = []
+    prefer_nvlink = False
+    if preferences and (force_preference or draw(st.booleans())):
+        wants = draw(st.sampled_from(["gpu_type", "nvlink", "both"]))
+        if wants != "nvlink":
+            pool = names if _rarely(draw, 4) else sorted(set(present))
+            preferred = draw(st.lists(st.sampled_from(pool), unique=True, min_size=1, max_size=2))
+        prefer_nvlink = wants != "gpu_type"
     return QueuedJob(
         id=job_id,
         gpus=gpus,
@@ -322,6 +442,9 @@ def _queued_job(
         preemptible=draw(st.booleans()),
         zone=draw(st.sampled_from(list(zones))) if zones and _rarely(draw, 3) else None,
         duration_by_type_s=by_type,
+        priority_class=_one_class(draw, classes),
+        preferred_gpu_types=tuple(preferred),
+        prefer_nvlink=prefer_nvlink,
     )
 
 
@@ -337,8 +460,19 @@ def instances(
     with_failures: bool = True,
     with_quotas: bool = True,
     with_zones: bool = True,
+    priority: bool | None = None,
+    aging: bool | None = None,
+    guarantees: bool | None = None,
+    preemption: bool | None = None,
+    draining: bool | None = None,
+    preferences: bool | None = None,
 ) -> Instance:
     """Valid one-round instances: cluster, running jobs, queue, tenants, policy.
+
+    The last six keywords switch a feature of priority and preemption on
+    (``True``), off (``False``) or leave it to the draw (``None``, the
+    default: on in about one instance of four or five, and off again when
+    Hypothesis shrinks a failure unless the failure needs it).
 
     Parameters
     ----------
@@ -357,6 +491,28 @@ def instances(
         by their running jobs, which the rules allow).
     with_zones
         Whether nodes carry zones and some jobs prefer one.
+    priority
+        Priority classes (:func:`priority_classes`: the defaults, perhaps
+        one redefined, and up to two custom ones), queued and running jobs
+        spread over all of them. Off: every job is of the default class
+        (``training``).
+    aging
+        ``policy.aging_per_hour`` > 0 (0.1 to 24): waiting jobs (submitted
+        up to a day ago) weigh more.
+    guarantees
+        Tenants with ``guaranteed_gpus`` (at most their quota; at least one
+        tenant has one, possibly 0).
+    preemption
+        ``policy.allow_preemption`` with ``min_run_s`` (0 to 50,000 s) and
+        ``max_preemptions`` (none, or 0 to 3), running jobs that report
+        ``since_checkpoint_s`` (mostly; at most their run time so far).
+    draining
+        Draining nodes (about one in three, at least one).
+    preferences
+        Soft preferences beyond the zone: about half the queued jobs (with
+        ``True``, the first one always) prefer GPU types, an NVLink-connected
+        placement, or both; ``gpu_type_penalty_s`` and ``nvlink_penalty_s``
+        drawn (3600, 0 or 600).
 
     Returns
     -------
@@ -369,17 +525,45 @@ def instances(
     >>> from hypothesis import given
     >>> @given(instances(max_nodes=3, max_queue=4))
     ... def test_something(instance): ...
+    >>> @given(instances(preemption=True, priority=True, min_queue=1))
+    ... def test_my_preemptions(instance): ...
     """
+    has_priority = _feature(draw, priority, 4)
+    has_aging = _feature(draw, aging, 5)
+    has_guarantees = _feature(draw, guarantees, 4)
+    allow_preemption = _feature(draw, preemption, 4)
+    has_draining = _feature(draw, draining, 5)
+    has_preferences = _feature(draw, preferences, 4)
     types = draw(gpu_types(max_types=max_gpu_types))
     zones = ZONE_NAMES if with_zones else ()
     cluster = draw(
-        nodes(list(types), max_nodes=max_nodes, zones=zones, with_failures=with_failures)
+        nodes(
+            list(types),
+            max_nodes=max_nodes,
+            zones=zones,
+            with_failures=with_failures,
+            draining=has_draining,
+        )
     )
+    classes = draw(priority_classes()) if has_priority else dict(DEFAULT_PRIORITY_CLASSES)
+    class_names = sorted(classes) if has_priority else [DEFAULT_CLASS]
     tenant_names = TENANT_NAMES[: draw(st.integers(1, len(TENANT_NAMES)))]
-    running = draw(_running_jobs(cluster, tenant_names, max_running))
+    running = draw(_running_jobs(cluster, tenant_names, max_running, class_names, allow_preemption))
     count = draw(st.integers(min_queue, max_queue))
     queue = tuple(
-        draw(_queued_job(f"q{k}", types, cluster, tenant_names, zones)) for k in range(count)
+        draw(
+            _queued_job(
+                f"q{k}",
+                types,
+                cluster,
+                tenant_names,
+                zones,
+                class_names,
+                has_preferences,
+                force_preference=bool(preferences) and k == 0,
+            )
+        )
+        for k in range(count)
     )
     tenants: dict[str, Tenant] = {}
     if with_quotas:
@@ -387,13 +571,22 @@ def instances(
             if draw(st.booleans()):
                 quota = draw(st.one_of(st.integers(0, 16), st.none()))
                 tenants[name] = Tenant(name, quota)
+    if has_guarantees:
+        tenants = draw(_with_guarantees(tenants, tenant_names))
     horizon = draw(st.one_of(st.just(DEFAULT_HORIZON_S), st.integers(1, 5_000)))
     policy = Policy(
         time_limit_s=10.0,
         horizon_s=horizon,
         seed=draw(st.integers(0, 3)),
         zone_penalty_s=draw(st.sampled_from([3600, 0, 600])),
-        allow_preemption=_rarely(draw, 4),
+        allow_preemption=allow_preemption,
+        gpu_type_penalty_s=draw(st.sampled_from(PENALTIES_S)) if has_preferences else 3600,
+        nvlink_penalty_s=draw(st.sampled_from(PENALTIES_S)) if has_preferences else 3600,
+        aging_per_hour=draw(st.sampled_from(AGING_RATES)) if has_aging else 0.0,
+        min_run_s=draw(st.sampled_from(MIN_RUNS_S)) if allow_preemption else 0,
+        max_preemptions=(
+            draw(st.one_of(st.none(), st.integers(0, 3))) if allow_preemption else None
+        ),
     )
     return Instance(
         name="hypothesis",
@@ -404,4 +597,20 @@ def instances(
         tenants=tenants,
         policy=policy,
         now=draw(st.integers(0, 10**9)),
+        priority_classes=classes,
     )
+
+
+@st.composite
+def _with_guarantees(
+    draw: st.DrawFn, tenants: Mapping[str, Tenant], names: Sequence[str]
+) -> dict[str, Tenant]:
+    """``tenants`` with guaranteed shares (at most the quota) for about half of
+    ``names``, and at least one."""
+    chosen = [name for name in names if draw(st.booleans())] or [names[0]]
+    out = dict(tenants)
+    for name in chosen:
+        quota = out[name].gpu_quota if name in out else None
+        guarantee = draw(st.integers(0, 16 if quota is None else quota))
+        out[name] = Tenant(name, quota, guarantee)
+    return out

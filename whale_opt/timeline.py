@@ -5,20 +5,30 @@ mask: exact ids) and GPU / CPU / memory usage profiles for the future
 (counts: nothing is reserved by id past now), and per tenant a GPU usage
 profile for quotas. Placement rules (what fits where) live here once, so
 every policy that list-schedules obeys the same ones as the checker.
+
+Soft preferences (a ``zone``, ``preferred_gpu_types``, ``prefer_nvlink``)
+are priced, not required: a job that has one takes the placement whose
+first criterion (its end; its start under ``best-fit`` and ``frag-aware``)
+plus the penalty of the preferences it drops, in seconds, is least. Only
+such jobs pay for the extra searches (see :meth:`ClusterTimeline.best_placement`).
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
 
-from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt import preferences
+from whale_opt.problem_data import Instance, QueuedJob, RunningJob
 from whale_opt.profile import EPS, INF, Profile
 from whale_opt.topology import (
     NodeTopology,
     choose_gpus,
     eligible_nodes,
     needs_nvlink,
+    node_can_host,
     node_topologies,
     popcount,
     single_node,
@@ -50,15 +60,18 @@ class ClusterTimeline:
         *,
         wait_for_release: bool = True,
         prefer: str = "end",
+        priced: bool = True,
     ) -> None:
         # wait_for_release: an NVLink job is planned on a partially linked node no
         # earlier than the first end of a job there (the checker's rule); bounds
-        # relax it (False).
+        # relax it (False). priced: soft preferences are priced into placements;
+        # bounds want plain earliest ends (False).
         if prefer not in PREFERENCES:
             raise ValueError(f"unknown placement preference {prefer!r}; choose {PREFERENCES}")
         self.instance = instance
         self.wait_for_release = wait_for_release
         self.prefer = prefer
+        self.priced = priced
         self.topologies = topologies if topologies is not None else node_topologies(instance)
         self.free_now = [topo.healthy for topo in self.topologies]
         n = len(instance.nodes)
@@ -88,6 +101,7 @@ class ClusterTimeline:
         twin.instance = self.instance
         twin.wait_for_release = self.wait_for_release
         twin.prefer = self.prefer
+        twin.priced = self.priced
         twin.topologies = self.topologies
         twin.free_now = list(self.free_now)
         twin.gpu_use = [p.copy() for p in self.gpu_use]
@@ -128,13 +142,20 @@ class ClusterTimeline:
             self.tenant_use[tenant] = Profile()
         return self.tenant_use[tenant]
 
-    def eligible(self, position: int) -> tuple[int, ...]:
-        """Nodes that could ever hold (part of) queued job ``position``."""
-        job = self.instance.queue[position]
+    def eligible(self, position: int, shaped: QueuedJob | None = None) -> tuple[int, ...]:
+        """Nodes that could ever hold (part of) queued job ``position``, or of
+        ``shaped``, the job with another topology (an NVLink-shaped try)."""
+        job = self.instance.queue[position] if shaped is None else shaped
         # Eligibility depends only on the job's shape: share it between alike jobs.
         shape = (self.instance.eligible_types[position], job.gpus, job.topology)
         if shape not in self._eligible:
-            self._eligible[shape] = eligible_nodes(self.instance, position, self.topologies)
+            if shaped is None:
+                found = eligible_nodes(self.instance, position, self.topologies)
+            else:
+                found = tuple(
+                    n for n in self.eligible(position) if node_can_host(job, self.topologies[n])
+                )
+            self._eligible[shape] = found
         return self._eligible[shape]
 
     def commit(self, position: int, placement: Placement) -> None:
@@ -241,6 +262,58 @@ class ClusterTimeline:
                 return t
         return INF
 
+    def fits_now(
+        self,
+        job: QueuedJob,
+        duration: int,
+        per_node: dict[int, int],
+        released: Sequence[RunningJob] = (),
+    ) -> bool:
+        """Whether ``job`` may run on [0, duration) with ``per_node`` GPUs per node as
+        far as GPU counts, CPU, host memory and its tenant's quota go, once the
+        ``released`` running jobs (still on this timeline) are gone. Which GPUs
+        are free now is the caller's business."""
+        timeline = self._releasing(released, per_node, job.tenant) if released else self
+        return all(
+            timeline._node_fit(node, 0, duration, count, job, 0) == 0
+            for node, count in per_node.items()
+        ) and (timeline._quota_fit(job, 0, duration, 0) == 0)
+
+    def _releasing(
+        self, released: Sequence[RunningJob], nodes: Iterable[int], tenant: str
+    ) -> ClusterTimeline:
+        """A twin for :meth:`fits_now`: ``released`` jobs' usage taken off ``nodes``
+        and ``tenant``'s profile (other profiles shared with this timeline: read only)."""
+        twin = object.__new__(ClusterTimeline)
+        twin.instance = self.instance
+        twin.topologies = self.topologies
+        twin.gpu_use, twin.cpu_use, twin.mem_use = (
+            list(self.gpu_use),
+            list(self.cpu_use),
+            list(self.mem_use),
+        )
+        touched = set(nodes)
+        for node in touched:
+            for profiles in (twin.gpu_use, twin.cpu_use, twin.mem_use):
+                profiles[node] = profiles[node].copy()
+        twin.tenant_use = dict(self.tenant_use)
+        twin.tenant_use[tenant] = self.tenant_profile(tenant).copy()
+        twin._quota_memo = {}
+        for job in released:
+            per_node: dict[int, int] = {}
+            for gpu in job.gpus:
+                ref = self.instance.parse_gpu(gpu)
+                per_node[ref.node] = per_node.get(ref.node, 0) + 1
+            total = len(job.gpus)
+            for node, count in per_node.items():
+                if node in touched:
+                    twin.gpu_use[node].add(0, job.remaining_s, -count)
+                    twin.cpu_use[node].add(0, job.remaining_s, -job.cpu * count / total)
+                    twin.mem_use[node].add(0, job.remaining_s, -job.memory_gb * count / total)
+            if job.tenant == tenant:
+                twin.tenant_use[tenant].add(0, job.remaining_s, -total)
+        return twin
+
     def best_placement(
         self,
         position: int,
@@ -257,15 +330,104 @@ class ClusterTimeline:
         ``latest_start`` (default: the horizon). ``by_start`` picks the
         earliest start instead of the earliest end; ``gpu_type`` allows only
         that type, ``within`` only those nodes.
+
+        A job with priced soft preferences gets the placement whose first
+        criterion plus the penalty (in seconds) of the preferences it drops
+        is least, among the best placements that honour each combination of
+        them (in its zone, on a preferred type, NVLink-shaped) and the best
+        unrestricted one. ``by_start`` and an unpriced timeline ignore them.
         """
         job = self.instance.queue[position]
         horizon = self.instance.policy.horizon_s if latest_start is None else latest_start
+        wanted = () if by_start or not self.priced else self._priced_preferences(position)
+        if wanted:
+            return self._cheapest(position, horizon, wanted, gpu_type, within)
+        return self._best(position, job, horizon, by_start, gpu_type, within)
+
+    def _priced_preferences(self, position: int) -> tuple[str, ...]:
+        """The soft preferences of job ``position`` that dropping would cost something."""
+        job = self.instance.queue[position]
+        policy = self.instance.policy
+        out: list[str] = []
+        if job.zone is not None and policy.zone_penalty_s > 0:
+            out.append("zone")
+        if job.preferred_gpu_types and policy.gpu_type_penalty_s > 0:
+            out.append("gpu_type")
+        wants_link = job.prefer_nvlink and job.topology != "nvlink" and job.gpus > 1
+        if wants_link and policy.nvlink_penalty_s > 0:
+            out.append("nvlink")
+        return tuple(out)
+
+    def _cheapest(
+        self,
+        position: int,
+        horizon: int,
+        wanted: tuple[str, ...],
+        gpu_type: str | None,
+        within: frozenset[int] | None,
+    ) -> Placement | None:
+        """The least-cost placement over the restrictions that honour ``wanted``."""
+        job = self.instance.queue[position]
+        eligible = self.eligible(position)
+        honour: list[frozenset[int]] = []
+        if "zone" in wanted:
+            honour.append(frozenset(n for n in eligible if self.instance.nodes[n].zone == job.zone))
+        if "gpu_type" in wanted:
+            liked = set(job.preferred_gpu_types)
+            honour.append(
+                frozenset(n for n in eligible if self.instance.nodes[n].gpu_type in liked)
+            )
+        restrictions: list[frozenset[int] | None] = []
+        if len(honour) == 2:
+            restrictions.append(honour[0] & honour[1])
+        restrictions += [*honour, None]
+        shapes = [nvlink_shaped(job), job] if "nvlink" in wanted else [job]
+        shortest = 0 if self.prefer != "end" else self.instance.min_duration(position) or 0
+        weight = self.instance.weights[position]
+        best: tuple[float, ...] | None = None
+        chosen: Placement | None = None
+        for shape in shapes:
+            for allowed in restrictions:
+                nodes = _both(allowed, within)
+                if nodes is not None and not nodes:
+                    continue
+                # Dropping preferences costs >= 0: nothing later than the best key wins.
+                latest = horizon if best is None else min(horizon, int(best[0]) - shortest)
+                if latest < 0:
+                    continue
+                placement = self._best(position, shape, latest, False, gpu_type, nodes)
+                if placement is None:
+                    continue
+                per_node = dict(zip(placement.nodes, placement.counts, strict=True))
+                masks = (
+                    dict(zip(placement.nodes, placement.masks, strict=True))
+                    if placement.masks
+                    else None
+                )
+                names = preferences.dropped(self.instance, position, per_node, masks)
+                penalty_s = preferences.price(self.instance, position, names) / weight
+                plain = self._key(placement, False)
+                key = (plain[0] + penalty_s, *plain[1:])
+                if best is None or key < best:
+                    best, chosen = key, placement
+        return chosen
+
+    def _best(
+        self,
+        position: int,
+        job: QueuedJob,
+        horizon: int,
+        by_start: bool,
+        gpu_type: str | None,
+        within: frozenset[int] | None,
+    ) -> Placement | None:
+        """:meth:`best_placement` without soft preferences, for ``job`` shaped as given."""
         best: tuple[float, ...] | None = None
         chosen: Placement | None = None
         # Nodes by type, and for NVLink jobs by size too: whether a job fits one
         # node, or takes whole nodes, depends on the node's size.
         groups: dict[tuple[str, int], list[int]] = {}
-        for node in self.eligible(position):
+        for node in self.eligible(position, None if job is self.instance.queue[position] else job):
             if within is not None and node not in within:
                 continue
             node_type = self.instance.nodes[node].gpu_type
@@ -523,3 +685,16 @@ class ClusterTimeline:
                 return None
             masks = tuple(m for m in found if m is not None)
         return Placement(t, t + duration, gpu_type, chosen, counts, masks)
+
+
+@cache
+def nvlink_shaped(job: QueuedJob) -> QueuedJob:
+    """``job`` as if it required NVLink-connected GPUs (for ``prefer_nvlink``)."""
+    return replace(job, topology="nvlink")
+
+
+def _both(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:
+    """Nodes both restrictions allow (None: no restriction)."""
+    if a is None:
+        return b
+    return a if b is None else a & b

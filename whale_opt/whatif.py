@@ -6,18 +6,18 @@ A :class:`Change` is one edit of an :class:`~whale_opt.problem_data.Instance`
 solver and returns a :class:`Diff`: per job what changed (action, start, end,
 GPUs or nodes), the objective before and after, and the moved starts.
 
-Modelling choices, since instance@1 has no flag for some of these:
+Modelling choices:
 
 - **fail-node**: the node goes down; the running jobs on it lose their GPUs
-  and come back to the queue with their remaining work (GPU type and node
-  count kept: ``node`` topology on one node, ``rack`` across several).
-- **drain**: running jobs keep running, but the node takes no new work: its
-  GPUs free right now are marked failed in the edited instance (GPUs held by
-  running jobs stay healthy, and return to no one when those jobs end, since
-  the model does not reserve the future by GPU id).
+  and come back to the queue with their remaining work (GPU type, node
+  count, weight and priority class kept: ``node`` topology on one node,
+  ``rack`` across several).
+- **drain**: the node is marked ``draining``: running jobs keep running,
+  and it takes no new work, now or later.
 - **wait**: ``now`` moves forward by ``value`` seconds: running jobs (and
-  ``jobs``, the round's started jobs as running ones) age, those done leave,
-  and every queued job stays queued.
+  ``jobs``, the round's started jobs as running ones) age, with no
+  checkpoint meanwhile, those done leave, and every queued job stays queued
+  (and ages, where the policy ages weights).
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def _fail_node(instance: Instance, node_id: str) -> Instance:
                 memory_gb=job.memory_gb,
                 weight=job.weight,
                 topology="node" if len(spans) == 1 else "rack",
+                priority_class=job.priority_class,
             )
         )
     return instance.replace(
@@ -131,11 +132,8 @@ def _fail_node(instance: Instance, node_id: str) -> Instance:
 
 def _drain(instance: Instance, node_id: str) -> Instance:
     pos = _node_pos(instance, node_id)
-    node = instance.nodes[pos]
-    held = {instance.parse_gpu(g).index for g in instance.gpu_owner if g.startswith(node_id + "/")}
-    failed = tuple(sorted(set(node.failed_gpus) | (set(range(node.gpus)) - held)))
     nodes = list(instance.nodes)
-    nodes[pos] = replace(node, failed_gpus=failed)
+    nodes[pos] = replace(nodes[pos], draining=True)
     return instance.replace(nodes=tuple(nodes))
 
 
@@ -151,9 +149,13 @@ def _wait(instance: Instance, seconds: int, carried: Iterable[RunningJob]) -> In
     running = []
     for job in (*instance.running, *carried):
         if job.remaining_s > seconds:
+            since = job.since_checkpoint_s
             running.append(
                 replace(
-                    job, remaining_s=job.remaining_s - seconds, started_at=job.started_at - seconds
+                    job,
+                    remaining_s=job.remaining_s - seconds,
+                    started_at=job.started_at - seconds,
+                    since_checkpoint_s=None if since is None else since + seconds,
                 )
             )
     carried_ids = {job.id for job in carried}

@@ -6,10 +6,19 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pytest
+
 from whale_opt.check import check
 from whale_opt.cpsat import CpSatPolicy
-from whale_opt.cpsat.model import load_preset, make_neighbourhood, solve_neighbourhood
-from whale_opt.decision import Decision, JobDecision, Status, objective
+from whale_opt.cpsat.model import (
+    HoodResult,
+    complete_with,
+    freed_share,
+    load_preset,
+    make_neighbourhood,
+    solve_neighbourhood,
+)
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.policies import get_policy
 from whale_opt.policies.base import assemble, complete, list_schedule
 from whale_opt.policies.wspt import wspt_order
@@ -68,13 +77,17 @@ def round_of(
     )
 
 
-def solve_round(instance: Instance) -> Decision:
-    """The CP-SAT round's decision: valid, never worse than the greedy, bound below it."""
-    decision = CpSatPolicy().decide(instance)
+def solve_round(instance: Instance, policy: CpSatPolicy | None = None) -> Decision:
+    """The CP-SAT round's decision: valid, never worse than the greedy, bound below it,
+    and every neighbourhood decoded at no more than the model priced it."""
+    policy = policy or CpSatPolicy()
+    decision = policy.decide(instance)
     greedy = get_policy("wspt").decide(instance)
     assert check(instance, decision) == []
     assert decision.objective <= greedy.objective + TOLERANCE
     assert decision.bound <= decision.objective + TOLERANCE
+    assert not policy.stats.fallback
+    assert policy.stats.pricing_gap <= TOLERANCE * max(1.0, decision.objective)
     return decision
 
 
@@ -98,13 +111,64 @@ def solve_model(instance: Instance) -> Decision:
         deadline = time.perf_counter() + TIME_LIMIT_S
         result = solve_neighbourhood(hood, preset.parameters, deadline, preset, 0)
         assert result is not None, "the model found no solution (the greedy hint is one)"
-        decided, proved = result
-        assert proved
+        decided = result.decided
+        assert result.proved
     jobs = complete(instance, {**incumbent, **decided})
     decision = assemble(instance, "cpsat-model", jobs, Status.FEASIBLE, 0.0, started)
     assert check(instance, decision) == []
     assert decision.objective <= objective(instance, greedy) + TOLERANCE
     return decision
+
+
+def model_from(
+    instance: Instance, jobs: Sequence[JobDecision], time_limit_s: float = TIME_LIMIT_S
+) -> tuple[Decision, HoodResult | None]:
+    """The model alone, every queued job freed, from the decision ``jobs`` (which may
+    preempt: its victims are decided again).
+
+    The result must be valid, never worse than ``jobs`` when proven optimal,
+    and decode at exactly the share of the objective the model optimised
+    (re-priced by :func:`whale_opt.decision.objective`; the decoder may only
+    do better, by finding linked GPUs for a placement the model priced as
+    unlinked). No result when no queued job could ever be placed.
+    """
+    started = time.perf_counter()
+    preset = load_preset(None)
+    running = {held.id: r for r, held in enumerate(instance.running)}
+    preempted = frozenset(running[item.id] for item in jobs if item.action is Action.PREEMPT)
+    incumbent = {instance.queue_position(item.id): item for item in jobs if item.id not in running}
+    hood = make_neighbourhood(
+        instance,
+        incumbent,
+        set(incumbent),
+        node_topologies(instance),
+        preset.nodes_per_job,
+        preempted,
+    )
+    if not hood.jobs:
+        return assemble(instance, "cpsat-model", list(jobs), Status.FEASIBLE, 0.0, started), None
+    deadline = time.perf_counter() + time_limit_s
+    result = solve_neighbourhood(hood, preset.parameters, deadline, preset, 0)
+    assert result is not None, "the model found no solution (the incumbent hint is one)"
+    kept = (preempted - {victim.position for victim in hood.victims}) | result.preempted
+    merged = complete_with(instance, {**incumbent, **result.decided}, kept)
+    decision = assemble(instance, "cpsat-model", merged, Status.FEASIBLE, 0.0, started)
+    assert check(instance, decision) == []
+    share = freed_share(hood, result.decided, result.preempted)
+    assert share <= result.value + TOLERANCE * max(1.0, abs(result.value))
+    if result.proved:
+        assert share == pytest.approx(result.value, rel=1e-9, abs=1e-6)
+        assert decision.objective <= objective(instance, list(jobs)) + TOLERANCE
+    return decision, result
+
+
+def solve_model_from(
+    instance: Instance, jobs: Sequence[JobDecision], time_limit_s: float = TIME_LIMIT_S
+) -> tuple[Decision, HoodResult]:
+    """:func:`model_from` on a round where some queued job can be placed."""
+    decision, result = model_from(instance, jobs, time_limit_s)
+    assert result is not None, "no queued job can be placed anywhere"
+    return decision, result
 
 
 def solve(instance: Instance) -> tuple[Decision, Decision]:

@@ -11,6 +11,7 @@ from whale_opt.cli import main
 from whale_opt.io import write_instance
 from whale_opt.problem_data import Instance
 from whale_opt.sim import synthetic_trace, write_trace
+from whale_opt.sim.synthetic import tenant_cluster, tenant_trace
 
 
 def test_simulate_writes_summary_tables_and_plots(tmp_path: Path, cluster: Instance) -> None:
@@ -80,3 +81,49 @@ def test_simulate_trace_type_missing_from_cluster(tmp_path: Path, cluster: Insta
     )
     assert result.exit_code == 2
     assert "job 'a' names GPU types the cluster lacks: TPU" in result.stderr
+
+
+def test_simulate_with_classes_drains_and_preemption(tmp_path: Path) -> None:
+    cluster = tenant_cluster(32, seed=1, allow_preemption=False)
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.jsonl", tenant_trace(25, cluster, load=1.2, seed=3))
+    drained = cluster.nodes[0].id
+    (tmp_path / "failures.csv").write_text(
+        f"node,at_s,repair_s,kind\n{drained},0,3600,drain\n", "utf-8"
+    )
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        main,
+        [
+            "simulate",
+            str(tmp_path / "trace.jsonl"),
+            "--cluster",
+            str(tmp_path / "cluster.json"),
+            "--failures",
+            str(tmp_path / "failures.csv"),
+            "--preemption",
+            "--aging",
+            "0.5",
+            "--check",
+            "-o",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "lost_jobs" in result.stdout and "by priority class and tenant" in result.stdout
+    summary = pd.read_csv(out / "summary.csv", index_col=0)
+    assert summary.loc["lost_jobs", "wspt"] == 0 and summary.loc["completed", "wspt"] == 25
+    groups = pd.read_csv(out / "wspt-groups.csv", index_col="group")
+    assert set(groups.index) >= {f"tenant:{name}" for name in cluster.tenants}
+    segments = pd.read_csv(out / "wspt-segments.csv")
+    on_drained = segments["gpus"].str.startswith(f"{drained}/")
+    assert not (on_drained & (segments["start_s"] < 3600)).any()
+
+
+def test_simulate_bad_aging_is_one_line(tmp_path: Path, cluster: Instance) -> None:
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
+    arguments = [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
+    result = CliRunner().invoke(main, ["simulate", *arguments, "--aging", "-1"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --aging:")

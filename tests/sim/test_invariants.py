@@ -2,69 +2,23 @@
 
 No job lost or run twice; no GPU held by two jobs at once; no job on failed
 hardware; every completed job ran its full actual duration (net of what
-preemptions saved and failures lost); the same seed gives the same run.
+preemptions and failures lost since the last checkpoint, after the restore
+each restart pays); the same seed gives the same run.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from whale_opt.decision import Action, JobDecision, objective
-from whale_opt.policies import REGISTRY, get_policy
+from whale_opt.decision import Action, Decision
 from whale_opt.problem_data import Instance
+from whale_opt.scheduler import Scheduler
 from whale_opt.sim import Outage, SimConfig, SimResult, TraceJob, simulate, synthetic_trace
 
-CHECKPOINT = 1800
-
-
-def with_actuals(trace: tuple[TraceJob, ...], seed: int) -> tuple[TraceJob, ...]:
-    """The trace with explicit actual durations, so tests know the truth independently."""
-    rng = np.random.default_rng(seed)
-    return tuple(
-        replace(job, actual_duration_s=max(1, int((job.duration_s or 1) * rng.lognormal(0, 0.4))))
-        for job in trace
-    )
-
-
-def full_run_s(job: TraceJob, cluster: Instance, gpu_type: str) -> float:
-    assert job.actual_duration_s is not None
-    return job.actual_duration_s / cluster.gpu_types[gpu_type].speed
-
-
-def assert_invariants(result: SimResult, trace: tuple[TraceJob, ...], cluster: Instance) -> None:
-    jobs, segments = result.jobs, result.segments
-    # No job lost: every trace job once, completed; none run twice.
-    assert sorted(jobs["id"]) == sorted(job.id for job in trace)
-    assert (jobs["status"] == "completed").all(), jobs[jobs["status"] != "completed"]
-    by_job = segments.sort_values(["job", "start_s"]).groupby("job")
-    for job_id, attempts in by_job:
-        assert (attempts["outcome"] == "completed").sum() == 1, job_id
-        assert attempts["outcome"].iloc[-1] == "completed", job_id
-        assert (attempts["start_s"].to_numpy()[1:] >= attempts["end_s"].to_numpy()[:-1]).all()
-    # Every GPU held by at most one job at any time.
-    held = segments.explode("gpus").sort_values(["gpus", "start_s", "end_s"])
-    for gpu, uses in held.groupby("gpus"):
-        starts, ends = uses["start_s"].to_numpy(), uses["end_s"].to_numpy()
-        assert (starts[1:] >= ends[:-1]).all(), f"GPU {gpu} held twice"
-    # Every completed job did all of its actual work.
-    spec = {job.id: job for job in trace}
-    for job_id, attempts in by_job:
-        done = 0.0
-        for row in attempts.itertuples():
-            span = row.end_s - row.start_s
-            full = full_run_s(spec[job_id], cluster, row.gpu_type)
-            assert row.full_s == pytest.approx(full)
-            if row.outcome == "failed":  # work since the last checkpoint is lost
-                assert row.useful_s == span // CHECKPOINT * CHECKPOINT
-            else:
-                assert row.useful_s == span
-            done += row.useful_s / full
-        slack = len(attempts) / min(full_run_s(spec[job_id], cluster, t) for t in cluster.gpu_types)
-        assert 1 - 1e-9 <= done <= 1 + slack + 1e-9, job_id
+from .invariants import CHECKPOINT, assert_invariants, with_actuals
 
 
 @pytest.fixture(scope="module")
@@ -120,39 +74,48 @@ def test_same_seed_same_run(cluster: Instance) -> None:
     assert not first.jobs["end_s"].equals(other.jobs["end_s"])
 
 
-class PreemptLongRunners:
-    """Test policy: WSPT, and preempt every cv job that ran an hour this attempt."""
-
-    name = "preempt-test"
-
-    def decide(self, instance: Instance):  # type: ignore[no-untyped-def]
-        decision = get_policy("wspt").decide(instance)
-        victims = {
-            job.id for job in instance.running if job.tenant == "cv" and job.started_at <= -3600
-        }
-        jobs = tuple(
-            JobDecision(item.id, Action.PREEMPT) if item.id in victims else item
-            for item in decision.jobs
-        )
-        return decision.with_changes(jobs=jobs, objective=objective(instance, jobs))
+def best_effort_cv(trace: tuple[TraceJob, ...]) -> tuple[TraceJob, ...]:
+    """The trace with tenant cv's jobs best-effort (120 s restores), the rest training."""
+    return tuple(
+        replace(job, priority_class="best-effort", checkpoint_s=120) if job.tenant == "cv" else job
+        for job in trace
+    )
 
 
-def test_preempted_jobs_resume_where_they_stopped(
+def test_wspt_preempts_best_effort_for_training_and_jobs_resume(
     monkeypatch: pytest.MonkeyPatch, cluster: Instance, trace: tuple[TraceJob, ...]
 ) -> None:
-    monkeypatch.setitem(REGISTRY, "preempt-test", PreemptLongRunners)
+    """The real greedy under ``allow_preemption``: best-effort jobs hold GPUs when
+    training jobs arrive; every preemption passes the checker's rules, costs what
+    the round priced it at, and the preempted jobs resume from their last
+    checkpoint after a restore."""
+    priced: dict[tuple[str, int], int] = {}  # (victim, round time) -> priced lost seconds
+    propose = Scheduler.propose
+
+    def recording(self: Scheduler, now: int, instance: Instance | None = None) -> Decision:
+        decision = propose(self, now, instance)
+        assert instance is not None
+        for item in decision.by_action(Action.PREEMPT):
+            held = next(job for job in instance.running if job.id == item.id)
+            priced[(item.id, now)] = held.lost_on_preempt_s
+        return decision
+
+    monkeypatch.setattr(Scheduler, "propose", recording)
+    jobs = best_effort_cv(trace[:50])
     preemptive = cluster.replace(policy=replace(cluster.policy, allow_preemption=True))
     config = SimConfig(
-        policy="preempt-test",
-        round_period_s=600,
-        checkpoint_interval_s=CHECKPOINT,
-        # This stub preempts with no job to start in the victim's place, which the
-        # checker's preemption rules refuse; it exists to exercise resumption only.
-        check_decisions=False,
+        policy="wspt", round_period_s=600, checkpoint_interval_s=CHECKPOINT, check_decisions=True
     )
-    result = simulate(trace[:50], preemptive, config)
+    result = simulate(jobs, preemptive, config)
     assert result.summary["preemptions"] > 0
-    assert_invariants(result, trace[:50], preemptive)
+    preempted = result.segments[result.segments["outcome"] == "preempted"]
+    classes = {job.id: job.priority_class for job in jobs}
+    assert {classes[job_id] for job_id in preempted["job"]} == {"best-effort"}
+    assert result.summary["lost_gpu_hours_preemption"] > 0
+    # The simulator loses exactly the work since the last checkpoint the round priced.
+    lost = {(row.job, row.end_s): row.lost_s for row in preempted.itertuples()}
+    assert lost == priced
+    assert_invariants(result, jobs, preemptive)
 
 
 def test_cpsat_rounds_are_valid(cluster: Instance) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from whale_opt.io import InputError
 from whale_opt.problem_data import Instance
-from whale_opt.sim import read_outages, read_trace, synthetic_trace, write_trace
+from whale_opt.sim import TraceJob, read_outages, read_trace, simulate, synthetic_trace, write_trace
 
 
 def error_of(path: Path, text: str) -> str:
@@ -111,4 +111,55 @@ def test_outages(tmp_path: Path) -> None:
     assert second.gpu == 3
     path.write_text('{"node": "a01", "at_s": 60, "repair_s": 0}\n', "utf-8")
     with pytest.raises(InputError, match=r"line 1: repair_s: must be an int >= 1"):
+        read_outages(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_classes_checkpoints_and_preferences_round_trip(tmp_path: Path, suffix: str) -> None:
+    trace = (
+        TraceJob(
+            "a",
+            0,
+            2,
+            duration_s=60,
+            tenant="cv",
+            priority_class="best-effort",
+            checkpoint_s=30,
+            preferred_gpu_types=("A100-80G", "H100-80G"),
+            prefer_nvlink=True,
+        ),
+        TraceJob("b", 5, 1, duration_s=60, priority_class="online"),
+    )
+    write_trace(tmp_path / f"t{suffix}", trace)
+    again = read_trace(tmp_path / f"t{suffix}")
+    assert again == trace
+    queued = again[0].queued(60)
+    assert (queued.priority_class, queued.preferred_gpu_types, queued.prefer_nvlink) == (
+        "best-effort",
+        ("A100-80G", "H100-80G"),
+        True,
+    )
+    assert read_trace(tmp_path / f"t{suffix}")[1].checkpoint_s == 0
+
+
+def test_bad_checkpoint_and_unknown_class(tmp_path: Path, cluster: Instance) -> None:
+    path = tmp_path / "trace.jsonl"
+    message = error_of(
+        path, '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9, "checkpoint_s": -5}\n'
+    )
+    assert "line 1: checkpoint_s: must be an integer >= 0 (got -5)" in message
+    with pytest.raises(ValueError, match="names priority class 'urgent'; the cluster has"):
+        simulate([TraceJob("a", 0, 1, duration_s=9, priority_class="urgent")], cluster)
+
+
+def test_drains_in_a_failure_trace(tmp_path: Path) -> None:
+    path = tmp_path / "failures.csv"
+    path.write_text("node,at_s,repair_s,gpu,kind\na01,60,600,,drain\nv01,90,60,3,\n", "utf-8")
+    drain, failure = read_outages(path)
+    assert (drain.kind, drain.gpu, failure.kind) == ("drain", None, "fail")
+    path.write_text("node,at_s,repair_s,gpu,kind\na01,60,600,2,drain\n", "utf-8")
+    with pytest.raises(InputError, match="line 2: gpu: a drain takes a whole node"):
+        read_outages(path)
+    path.write_text("node,at_s,repair_s,kind\na01,60,600,reboot\n", "utf-8")
+    with pytest.raises(InputError, match="line 2: kind: must be one of fail, drain"):
         read_outages(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,18 @@ from whale_opt.problem_data import FieldError
     "failures_file",
     type=click.Path(path_type=Path),
     default=None,
-    help="Failure trace (TRACES.md): node, at_s, repair_s[, gpu].",
+    help="Failure trace (TRACES.md): node, at_s, repair_s[, gpu][, kind fail|drain].",
+)
+@click.option(
+    "--preemption/--no-preemption",
+    default=None,
+    help="Allow or forbid preemption (default: the cluster file's policy).",
+)
+@click.option(
+    "--aging",
+    type=float,
+    default=None,
+    help="Aging per hour waited (default: the cluster file's policy).",
 )
 @click.option("--time-limit", type=float, default=None, help="Seconds per round (CP-SAT).")
 @click.option("--preset", default=None, help="CP-SAT parameter preset.")
@@ -107,6 +119,16 @@ def simulate_command(
 
     trace = read_trace(trace_file)
     cluster = read_instance(cluster_file)
+    changes: dict[str, Any] = {}
+    if options["preemption"] is not None:
+        changes["allow_preemption"] = options["preemption"]
+    if options["aging"] is not None:
+        changes["aging_per_hour"] = options["aging"]
+    try:
+        cluster = cluster.replace(policy=replace(cluster.policy, **changes))
+    except FieldError as exc:
+        click.echo(f"error: --aging: {exc.message} (got {exc.value!r})", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     failures = options["failures_file"]
     outages = read_outages(failures) if failures is not None else ()
     results = []

@@ -4,22 +4,43 @@ A neighbourhood frees a few queued jobs of the incumbent decision; every
 other job keeps its placement and becomes fixed usage on the timeline. For
 each freed job this module lists its GPU types with durations, the nodes it
 may use (the best few by earliest fit on the fixed timeline, plus its
-incumbent nodes), how it uses them (one node, whole nodes of one rack, or
-GPU counts spread over nodes) and, on nodes whose NVLink layout is not all
-to all, the exact GPU sets it may take if it starts now. The graph never
-enters the model: only these lists do.
+incumbent nodes and the nodes of running jobs it may displace), how it uses
+them (one node, whole nodes of one rack, or GPU counts spread over nodes)
+and, on nodes whose NVLink layout is not all to all, the exact GPU sets it
+may take if it starts now. The graph never enters the model: only these
+lists do.
+
+Soft preferences are priced here, per candidate, by
+:func:`whale_opt.preferences.dropped` (the objective's own rule), in seconds
+of the job's weight: a node (planned on one node), an exact GPU set (started
+now), a GPU type, a node outside the zone, and, for a spread job that
+prefers NVLink, the NVLink-shaped alternatives (one node with linked GPUs,
+or whole linked nodes of one size in one rack) that do not pay the NVLink
+price.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from enum import Enum
 
+from whale_opt import preferences
 from whale_opt.decision import JobDecision
 from whale_opt.problem_data import Instance
 from whale_opt.profile import INF
 from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import connected_sets, needs_nvlink, popcount, single_node
+from whale_opt.topology import (
+    NodeTopology,
+    bits,
+    connected_sets,
+    needs_nvlink,
+    popcount,
+    single_node,
+)
+
+RELAXED_SETS = 2  # GPU sets that are not NVLink-connected offered to a job preferring NVLink
+MAX_SUBSETS = 2_000  # GPU subsets looked at per node when listing those sets
 
 
 class Mode(Enum):
@@ -31,8 +52,33 @@ class Mode(Enum):
 
 
 @dataclass
+class Prices:
+    """A freed job's soft-preference prices, in seconds (times its weight in the objective).
+
+    ``node[n]``: on node ``n`` alone (SINGLE mode, planned; also a start now
+    on a node without exact sets); ``mask[n][i]``: started now on exact set
+    ``now_masks[n][i]`` (SINGLE mode); ``gpu_type[t]``: on type ``t`` (GANG
+    and SPREAD); ``zone`` for any node in ``outside`` (GANG and SPREAD);
+    ``nvlink``: a SPREAD placement that is none of the NVLink shapes.
+    """
+
+    node: dict[int, int] = field(default_factory=dict)
+    mask: dict[int, list[int]] = field(default_factory=dict)
+    gpu_type: dict[str, int] = field(default_factory=dict)
+    zone: int = 0
+    outside: set[int] = field(default_factory=set)
+    nvlink: int = 0
+
+
+@dataclass
 class FreeJob:
-    """One freed job: its types, candidate nodes and start-now GPU sets."""
+    """One freed job: its types, candidate nodes, start-now GPU sets and prices.
+
+    ``shape_nodes`` and ``shape_gangs`` (SPREAD jobs that price NVLink only):
+    the nodes where the whole job on one node is NVLink-shaped, and the
+    (node size, rack, nodes) groups of whole linked nodes it may take instead.
+    For a SPREAD job, ``now_masks`` are the linked sets of a one-node shape.
+    """
 
     position: int
     mode: Mode
@@ -40,19 +86,61 @@ class FreeJob:
     nodes: list[int]
     node_size: int = 0  # GANG: GPUs per node
     now_masks: dict[int, list[int]] = field(default_factory=dict)
+    prices: Prices = field(default_factory=Prices)
+    shape_nodes: list[int] = field(default_factory=list)
+    shape_gangs: list[tuple[int, str, list[int]]] = field(default_factory=list)
+
+
+@dataclass
+class Victim:
+    """A running job the neighbourhood may preempt (or must keep preempted).
+
+    ``gpus[n]``: mask of its GPUs on node ``n``; ``displacers``: freed queue
+    positions that may displace it (:func:`whale_opt.rules.may_displace`);
+    ``preempted``: preempted in the incumbent; ``forced``: preempted there
+    for freed jobs only while fixed ones use its GPUs, so it stays preempted
+    and a freed job must still justify it.
+    """
+
+    position: int
+    gpus: dict[int, int]
+    remaining: int
+    displacers: set[int]
+    preempted: bool = False
+    forced: bool = False
 
 
 @dataclass
 class Neighbourhood:
-    """The fixed part (a timeline with every other job on it) and the freed jobs."""
+    """The fixed part (a timeline with every other job on it) and the freed jobs.
+
+    ``victims`` are running jobs whose preemption the model decides (their
+    GPUs are free on ``timeline``; keeping one is an optional interval);
+    ``preempted`` the incumbent's other preemptions, fixed (justified by
+    fixed jobs).
+    """
 
     instance: Instance
     timeline: ClusterTimeline
     jobs: list[FreeJob]
     incumbent: dict[int, JobDecision]
     # (node, start) of fixed planned NVLink jobs on partially linked nodes that only
-    # a freed job ending there by that start can justify (the checker's release rule).
+    # a freed job (or a kept victim) ending there by that start can justify (the
+    # checker's release rule).
     needs_release: list[tuple[int, int]] = field(default_factory=list)
+    victims: list[Victim] = field(default_factory=list)
+    preempted: frozenset[int] = frozenset()
+
+
+def prices_nvlink(instance: Instance, position: int) -> bool:
+    """Whether job ``position`` pays for a placement that is not NVLink-shaped."""
+    job = instance.queue[position]
+    return (
+        job.prefer_nvlink
+        and job.topology != "nvlink"
+        and job.gpus > 1
+        and instance.policy.nvlink_penalty_s > 0
+    )
 
 
 def free_job(
@@ -62,8 +150,13 @@ def free_job(
     incumbent: Placement | None,
     nodes_per_job: int,
     masks_per_node: int = 6,
+    extra_nodes: tuple[int, ...] = (),
 ) -> FreeJob | None:
-    """The choices of job ``position`` on ``timeline`` (None: no node could ever host it)."""
+    """The choices of job ``position`` on ``timeline`` (None: no node could ever host it).
+
+    ``extra_nodes`` are offered too when eligible (nodes of running jobs it
+    may displace).
+    """
     job = instance.queue[position]
     eligible = timeline.eligible(position)
     if not eligible:
@@ -92,21 +185,17 @@ def free_job(
         for n in eligible
     }
     allowed = set(eligible)
-    kept = {n for n in (incumbent.nodes if incumbent is not None else ()) if n in allowed}
-    if mode is Mode.SINGLE:
-        scored = []
-        for n in eligible:
-            duration = durations[instance.nodes[n].gpu_type]
-            start = timeline.node_fit(n, 0, duration, job)
-            if start < INF:
-                scored.append((start + duration, popcount(timeline.free_now[n]), n))
-        scored.sort()
-        kept.update(n for _, _, n in scored[:nodes_per_job])
-    else:
+    kept = {n for n in (*(incumbent.nodes if incumbent else ()), *extra_nodes) if n in allowed}
+    shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
+    if mode is Mode.SINGLE or shaped:
+        # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
+        one_node = [n for n in eligible if popcount(timeline.topologies[n].healthy) >= job.gpus]
+        kept.update(_earliest_nodes(instance, timeline, position, one_node, nodes_per_job))
+    if mode is not Mode.SINGLE:
         best = timeline.best_placement(position)
         if best is not None:
             kept.update(n for n in best.nodes if n in allowed)
-        if mode is Mode.GANG:
+        if mode is Mode.GANG or shaped:
             # Whole nodes of the incumbent's and the best placement's racks.
             racks = {instance.nodes[n].rack for n in kept}
             kept.update(n for n in eligible if instance.nodes[n].rack in racks)
@@ -116,15 +205,128 @@ def free_job(
     item = FreeJob(position, mode, durations, nodes)
     if mode is Mode.GANG:
         item.node_size = timeline.topologies[nodes[0]].size
-    if mode is Mode.SINGLE and needs_nvlink(job):
+    if shaped:
+        _nvlink_shapes(instance, timeline, item)
+    if mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
         for n in nodes:
-            if not timeline.topologies[n].clique and popcount(timeline.free_now[n]) >= job.gpus:
+            topo = timeline.topologies[n]
+            if not topo.clique and popcount(timeline.free_now[n]) >= job.gpus:
                 item.now_masks[n] = connected_sets(
-                    timeline.topologies[n], timeline.free_now[n], job.gpus, masks_per_node
+                    topo, timeline.free_now[n], job.gpus, masks_per_node
                 )
-        if incumbent is not None and incumbent.start == 0:
-            # Keep the incumbent's own GPU set on offer, so the hint is complete.
-            for n, mask in zip(incumbent.nodes, incumbent.masks, strict=True):
-                if n in item.now_masks and mask not in item.now_masks[n]:
-                    item.now_masks[n].append(mask)
+                if not needs_nvlink(job):
+                    item.now_masks[n] += _relaxed_sets(topo, timeline.free_now[n], job.gpus)
+    if incumbent is not None and incumbent.start == 0:
+        # Keep the incumbent's own GPU set on offer, so the hint is complete (a
+        # spread job's sets are its linked one-node shapes only).
+        for n, mask in zip(incumbent.nodes, incumbent.masks, strict=True):
+            if n not in item.now_masks or mask in item.now_masks[n]:
+                continue
+            shape = popcount(mask) == job.gpus and timeline.topologies[n].connected(mask)
+            if mode is Mode.SINGLE or shape:
+                item.now_masks[n].append(mask)
+    item.now_masks = {n: masks for n, masks in item.now_masks.items() if masks}
+    _price(instance, item)
     return item
+
+
+def _earliest_nodes(
+    instance: Instance,
+    timeline: ClusterTimeline,
+    position: int,
+    nodes: list[int],
+    count: int,
+) -> list[int]:
+    """The ``count`` nodes of ``nodes`` where the whole job ends first (ties: fewest free)."""
+    job = instance.queue[position]
+    scored = []
+    for n in nodes:
+        duration = instance.durations[position][instance.nodes[n].gpu_type]
+        start = timeline.node_fit(n, 0, duration, job)
+        if start < INF:
+            scored.append((start + duration, popcount(timeline.free_now[n]), n))
+    scored.sort()
+    return [n for _, _, n in scored[:count]]
+
+
+def _relaxed_sets(topo: NodeTopology, free: int, size: int) -> list[int]:
+    """Up to :data:`RELAXED_SETS` free GPU sets of ``size`` that are not NVLink-connected,
+    those leaving the largest linked block free first."""
+    free &= topo.healthy
+    found = []
+    for combo in itertools.islice(itertools.combinations(tuple(bits(free)), size), MAX_SUBSETS):
+        mask = sum(1 << i for i in combo)
+        if not topo.connected(mask):
+            found.append((-topo.largest_block(free & ~mask), mask))
+    found.sort()
+    return [mask for _, mask in found[:RELAXED_SETS]]
+
+
+def _nvlink_shapes(instance: Instance, timeline: ClusterTimeline, item: FreeJob) -> None:
+    """The NVLink shapes of a SPREAD job that prefers NVLink: one node, or whole nodes."""
+    k = item.position
+    job = instance.queue[k]
+    for n in item.nodes:
+        if popcount(timeline.topologies[n].healthy) < job.gpus:
+            continue
+        if "nvlink" in preferences.dropped(instance, k, {n: job.gpus}):
+            continue
+        item.shape_nodes.append(n)
+        topo = timeline.topologies[n]
+        if not topo.clique and popcount(timeline.free_now[n]) >= job.gpus:
+            item.now_masks[n] = connected_sets(topo, timeline.free_now[n], job.gpus, 6)
+    groups: dict[tuple[int, str], list[int]] = {}
+    for n in item.nodes:
+        s = timeline.topologies[n].size
+        if job.gpus % s == 0 and job.gpus // s >= 2:
+            groups.setdefault((s, instance.nodes[n].rack), []).append(n)
+    for (s, rack), members in sorted(groups.items()):
+        need = job.gpus // s
+        # A node qualifies when it and another member make an NVLink-shaped pair.
+        good = [
+            n
+            for n in members
+            if any(
+                "nvlink" not in preferences.dropped(instance, k, {n: s, m: s})
+                for m in members
+                if m != n
+            )
+        ]
+        if len(good) >= need and "nvlink" not in preferences.dropped(
+            instance, k, dict.fromkeys(good[:need], s)
+        ):
+            item.shape_gangs.append((s, rack, good))
+
+
+def _seconds(instance: Instance, position: int, names: tuple[str, ...]) -> int:
+    """The price of dropping ``names``, in seconds of job ``position``'s weight."""
+    if not names:
+        return 0
+    return round(preferences.price(instance, position, names) / instance.weights[position])
+
+
+def _price(instance: Instance, item: FreeJob) -> None:
+    """Every candidate's soft-preference price, by :func:`whale_opt.preferences.dropped`."""
+    k = item.position
+    job = instance.queue[k]
+    prices = item.prices
+    if item.mode is Mode.SINGLE:
+        for n in item.nodes:
+            prices.node[n] = _seconds(instance, k, preferences.dropped(instance, k, {n: job.gpus}))
+        for n, masks in item.now_masks.items():
+            prices.mask[n] = [
+                _seconds(instance, k, preferences.dropped(instance, k, {n: job.gpus}, {n: m}))
+                for m in masks
+            ]
+        return
+    share = item.node_size or 1
+    for n in item.nodes:
+        names = preferences.dropped(instance, k, {n: share})
+        if "zone" in names:
+            prices.outside.add(n)
+        if "gpu_type" in names:
+            prices.gpu_type[instance.nodes[n].gpu_type] = _seconds(instance, k, ("gpu_type",))
+    if prices.outside:
+        prices.zone = _seconds(instance, k, ("zone",))
+    if item.mode is Mode.SPREAD and prices_nvlink(instance, k):
+        prices.nvlink = _seconds(instance, k, ("nvlink",))

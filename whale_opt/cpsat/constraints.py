@@ -2,9 +2,12 @@
 
 Every family is exact for the checker's rules, so any solution decodes into a
 valid decision: per node, GPU counts, CPU and host memory over time (the
-fixed jobs as fixed intervals); exact NVLink-connected GPU sets for what
-starts now on nodes whose links are not all to all; one GPU type, the gang
-shape and one rack per job; tenant quotas over time.
+fixed jobs as fixed intervals, kept victims as optional ones); exact
+NVLink-connected GPU sets for what starts now on nodes whose links are not
+all to all; one GPU type, the gang shape and one rack per job; tenant quotas
+over time; the NVLink shapes a preference prices; and the preemption rules
+(a victim's GPUs go only to work when it is preempted, a displacing job
+started now takes one of them, at most ``policy.max_preemptions``).
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from collections.abc import Iterator
 
 from ortools.sat.python import cp_model
 
-from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood
+from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
 from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.profile import Profile
-from whale_opt.topology import bits, popcount
+from whale_opt.topology import bits, needs_nvlink, popcount
 
 CPU_SCALE = 1000  # millicores
 MEMORY_SCALE = 1024  # MB
+
+Uses = list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]
 
 
 class Constraints:
@@ -30,6 +35,8 @@ class Constraints:
         self.model = model
         self.hood = hood
         self.vars = variables
+        # (node, GPU index) -> exact-set literals that take that GPU now
+        self.takers: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
 
     def add_constraints(self) -> None:
         """All families, in order."""
@@ -40,10 +47,14 @@ class Constraints:
         self._deferred_start()
         self._start_now_or_later()
         self._exact_gpus_now()
+        self._nvlink_shapes()
         self._planned_after_release()
         self._node_capacity()
         self._tenant_quotas()
         self._zone_preference()
+        self._victims_gpus_free_only_when_preempted()
+        self._preemptions_justified()
+        self._preemption_cap()
 
     def _pairs(self) -> Iterator[tuple[FreeJob, JobVars]]:
         return zip(self.hood.jobs, self.vars.jobs, strict=True)
@@ -99,34 +110,67 @@ class Constraints:
             self.model.add(v.start >= 1).only_enforce_if([v.now.Not(), v.deferred.Not()])
             self.model.add_implication(v.now, v.deferred.Not())
 
+    def _here_now(self, on: cp_model.IntVar, now: cp_model.IntVar) -> cp_model.IntVar:
+        """A literal equal to ``on and now``."""
+        here = self.model.new_bool_var("")
+        self.model.add_bool_and([on, now]).only_enforce_if(here)
+        self.model.add_bool_or([on.Not(), now.Not()]).only_enforce_if(here.Not())
+        return here
+
     def _exact_gpus_now(self) -> None:
-        """Started now on a partially linked node: one connected free GPU set, none shared."""
+        """Started now where links matter on a partially linked node: one free GPU set
+        of the list (NVLink-connected when required), none shared."""
         m = self.model
-        users: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        topologies = self.hood.timeline.topologies
         for item, v in self._pairs():
             job = self.hood.instance.queue[item.position]
+            linked = needs_nvlink(job) or prices_nvlink(self.hood.instance, item.position)
             for n, lit in v.on_node.items():
                 masks = item.now_masks.get(n)
-                if masks is None:
-                    if item.mode is Mode.SINGLE and job.gpus > 1 and job.topology == "nvlink":
-                        topo = self.hood.timeline.topologies[n]
-                        if not topo.clique:  # no connected set free now: not now here
+                if item.mode is Mode.SPREAD:
+                    # Only a one-node NVLink shape takes an exact set.
+                    if n not in v.shape_node:
+                        continue
+                    lit = v.shape_node[n]
+                    if masks is None:
+                        if not topologies[n].clique:
                             m.add_bool_or([lit.Not(), v.now.Not()])
+                        continue
+                elif masks is None:
+                    if item.mode is Mode.SINGLE and linked and not topologies[n].clique:
+                        m.add_bool_or([lit.Not(), v.now.Not()])  # no listed set: not now here
                     continue
-                here_now = m.new_bool_var("")
-                m.add_bool_and([lit, v.now]).only_enforce_if(here_now)
-                m.add_bool_or([lit.Not(), v.now.Not()]).only_enforce_if(here_now.Not())
-                m.add(sum(v.mask[n]) == here_now)
+                m.add(sum(v.mask[n]) == self._here_now(lit, v.now))
                 for mask, mask_lit in zip(masks, v.mask[n], strict=True):
                     for index in bits(mask):
-                        users[(n, index)].append(mask_lit)
-        for lits in users.values():
+                        self.takers[(n, index)].append(mask_lit)
+        for lits in self.takers.values():
             if len(lits) > 1:
                 m.add_at_most_one(lits)
 
+    def _nvlink_shapes(self) -> None:
+        """A spread job counts as NVLink-shaped only on one node that can link all its
+        GPUs, or on whole linked nodes of one size in one rack."""
+        m = self.model
+        for item, v in self._pairs():
+            if v.shaped is None:
+                continue
+            job = self.hood.instance.queue[item.position]
+            m.add(v.shaped == sum(v.shape_node.values()) + sum(v.shape_gang.values()))
+            m.add_implication(v.shaped, v.deferred.Not())
+            for n, lit in v.shape_node.items():
+                m.add(v.count[n] == job.gpus).only_enforce_if(lit)
+            for size, rack, members in item.shape_gangs:
+                gang = v.shape_gang[(size, rack)]
+                for n, on in v.on_node.items():
+                    if n in members:
+                        m.add(v.count[n] == size).only_enforce_if([gang, on])
+                    else:
+                        m.add_bool_or([gang.Not(), on.Not()])
+
     def _planned_after_release(self) -> None:
         """A planned NVLink job on a partially linked node starts after some job there ends
-        (a fixed one, or another freed job placed on that node)."""
+        (a fixed one, a kept victim, or another freed job placed on that node)."""
         timeline = self.hood.timeline
         instance = self.hood.instance
         m = self.model
@@ -144,6 +188,12 @@ class Constraints:
                     after_fixed = m.new_bool_var("")
                     m.add(v.start >= int(release)).only_enforce_if(after_fixed)
                     reasons.append(after_fixed)
+                for index, victim in enumerate(self.hood.victims):
+                    if n in victim.gpus and not victim.forced:
+                        after_victim = m.new_bool_var("")
+                        m.add_implication(after_victim, self.vars.victims[index].kept)
+                        m.add(v.start >= victim.remaining).only_enforce_if(after_victim)
+                        reasons.append(after_victim)
                 for other, w in pairs:
                     if w is v or n not in w.on_node:
                         continue
@@ -153,9 +203,12 @@ class Constraints:
                     m.add(v.start >= w.start + duration).only_enforce_if(after_other)
                     reasons.append(after_other)
                 m.add_bool_or(reasons).only_enforce_if([lit, v.now.Not()])
-        # Fixed plans that relied on a freed job ending on their node keep a reason.
+        # Fixed plans that relied on a freed job or a victim ending on their node keep a reason.
         for n, start in self.hood.needs_release:
             reasons = []
+            for index, victim in enumerate(self.hood.victims):
+                if n in victim.gpus and not victim.forced and victim.remaining <= start:
+                    reasons.append(self.vars.victims[index].kept)
             for other, w in pairs:
                 if n not in w.on_node:
                     continue
@@ -170,15 +223,9 @@ class Constraints:
         """Per node, GPUs, CPU and host memory over time stay within its capacity."""
         instance = self.hood.instance
         timeline = self.hood.timeline
-        gpu_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
-            list
-        )
-        cpu_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
-            list
-        )
-        mem_use: dict[int, list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]]] = defaultdict(
-            list
-        )
+        gpu_use: dict[int, Uses] = defaultdict(list)
+        cpu_use: dict[int, Uses] = defaultdict(list)
+        mem_use: dict[int, Uses] = defaultdict(list)
         for item, v in self._pairs():
             job = instance.queue[item.position]
             for n, interval in v.interval.items():
@@ -199,6 +246,17 @@ class Constraints:
                     cpu_use[n].append((interval, cpu))
                 if job.memory_gb:
                     mem_use[n].append((interval, mem))
+        for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
+            if victim.forced:
+                continue
+            held = instance.running[victim.position]
+            for n, mask in victim.gpus.items():
+                part = popcount(mask) / len(held.gpus)
+                gpu_use[n].append((w.interval[n], popcount(mask)))
+                if held.cpu:
+                    cpu_use[n].append((w.interval[n], _ceil(held.cpu * part * CPU_SCALE)))
+                if held.memory_gb:
+                    mem_use[n].append((w.interval[n], _ceil(held.memory_gb * part * MEMORY_SCALE)))
         for n, uses in gpu_use.items():
             rec = instance.nodes[n]
             self._cumulative(timeline.gpu_use[n], 1, popcount(timeline.topologies[n].healthy), uses)
@@ -211,13 +269,7 @@ class Constraints:
                     timeline.mem_use[n], MEMORY_SCALE, int(rec.memory_gb * MEMORY_SCALE), mem_use[n]
                 )
 
-    def _cumulative(
-        self,
-        fixed: Profile,
-        scale: int,
-        capacity: int,
-        uses: list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]],
-    ) -> None:
+    def _cumulative(self, fixed: Profile, scale: int, capacity: int, uses: Uses) -> None:
         """A cumulative of ``uses`` on top of the fixed usage ``fixed`` (scaled, capped)."""
         intervals = [interval for interval, _ in uses]
         demands = [demand for _, demand in uses]
@@ -234,7 +286,8 @@ class Constraints:
     def _far(self) -> int:
         horizon = self.hood.instance.policy.horizon_s
         longest = max((max(item.durations.values()) for item in self.hood.jobs), default=0)
-        return horizon + longest + 1
+        held = max((victim.remaining for victim in self.hood.victims), default=0)
+        return max(horizon + longest, held) + 1
 
     def _tenant_quotas(self) -> None:
         """A tenant's GPUs over time stay within its quota (over-quota running jobs may stay,
@@ -243,7 +296,7 @@ class Constraints:
         for name, tenant in instance.tenants.items():
             if tenant.gpu_quota is None:
                 continue
-            uses: list[tuple[cp_model.IntervalVar, cp_model.LinearExprT]] = []
+            uses: Uses = []
             for item, v in self._pairs():
                 job = instance.queue[item.position]
                 if job.tenant != name:
@@ -253,19 +306,84 @@ class Constraints:
                         uses.append((interval, v.count[n]))
                     else:
                         uses.append((interval, item.node_size or job.gpus))
+            for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
+                held = instance.running[victim.position]
+                if held.tenant == name and not victim.forced:
+                    uses.append((next(iter(w.interval.values())), len(held.gpus)))
             if uses:
                 self._cumulative(self.hood.timeline.tenant_profile(name), 1, tenant.gpu_quota, uses)
 
     def _zone_preference(self) -> None:
         """``outside`` is set when any chosen node lies outside the preferred zone."""
-        instance = self.hood.instance
         for item, v in self._pairs():
             if v.outside is None:
                 continue
-            zone = instance.queue[item.position].zone
             for n, lit in v.on_node.items():
-                if instance.nodes[n].zone != zone:
+                if n in item.prices.outside:
                     self.model.add_implication(lit, v.outside)
+
+    def _victims_gpus_free_only_when_preempted(self) -> None:
+        """An exact set that takes a victim's GPU needs the victim preempted; a forced
+        victim stays preempted."""
+        for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
+            if victim.forced:
+                self.model.add(w.kept == 0)
+                continue
+            for n, mask in victim.gpus.items():
+                for index in bits(mask):
+                    for lit in self.takers.get((n, index), ()):
+                        self.model.add_implication(lit, w.kept.Not())
+
+    def _preemptions_justified(self) -> None:
+        """A preempted victim has a job that may displace it start now on one of its GPUs:
+        by an exact set that takes one, or by a count the decoder serves from them first."""
+        m = self.model
+        victims = self.hood.victims
+        count_users: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        by_victim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for item, v in self._pairs():
+            job = self.hood.instance.queue[item.position]
+            per_node: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+            for (index, n), lit in v.by_mask.items():
+                overlap = [
+                    mask_lit
+                    for mask, mask_lit in zip(item.now_masks[n], v.mask[n], strict=True)
+                    if mask & victims[index].gpus[n]
+                ]
+                if overlap:
+                    m.add_bool_or(overlap).only_enforce_if(lit)
+                else:
+                    m.add(lit == 0)
+                by_victim[index].append(lit)
+            for (index, n), lit in v.by_count.items():
+                m.add_implication(lit, v.on_node[n])
+                m.add_implication(lit, v.now)
+                if n in v.mask:
+                    m.add(sum(v.mask[n]) == 0).only_enforce_if(lit)
+                count_users[(index, n)].append(lit)
+                per_node[n].append(lit)
+                by_victim[index].append(lit)
+            for n, lits in per_node.items():
+                if len(lits) > 1:
+                    size = v.count.get(n, item.node_size or job.gpus)
+                    m.add(sum(lits) <= size)
+        for (index, n), lits in count_users.items():
+            mask = victims[index].gpus[n]
+            taken = [lit for i in bits(mask) for lit in self.takers.get((n, i), ())]
+            m.add(sum(lits) + sum(taken) <= popcount(mask))
+        for index, w in enumerate(self.vars.victims):
+            if by_victim[index]:
+                m.add_bool_or(by_victim[index]).only_enforce_if(w.kept.Not())
+            else:
+                m.add(w.kept == 1)
+
+    def _preemption_cap(self) -> None:
+        """At most ``policy.max_preemptions`` preemptions, the fixed ones included."""
+        cap = self.hood.instance.policy.max_preemptions
+        if cap is None or not self.vars.victims:
+            return
+        left = cap - len(self.hood.preempted)
+        self.model.add(sum(1 - w.kept for w in self.vars.victims) <= left)
 
 
 def _ceil(value: float) -> int:

@@ -8,8 +8,18 @@
    starting now, a window of planned starts, one GPU type, ...), fix every
    other job, and solve the freed jobs *exactly* (per-node GPU / CPU /
    memory cumulatives over time, exact NVLink sets for what starts now,
-   gangs, racks, quotas, zones) with the incumbent as a complete hint. Every
-   solution decodes into a valid decision; improvements are kept.
+   gangs, racks, quotas, soft preferences at their prices) with the
+   incumbent as a complete hint. When preemption is allowed, the running
+   jobs the freed ones may displace become optional too
+   (:mod:`whale_opt.cpsat.victims`): kept, or preempted at their price for
+   a displacing job started on their GPUs. Every solution decodes into a
+   valid decision; improvements are kept.
+
+The greedy is the WSPT policy's own schedule, preemptions included, so the
+round is never worse than ``wspt``. The objective is the decision's
+(:func:`whale_opt.decision.objective`): effective weights, preference and
+preemption prices; each decoded neighbourhood is re-priced by it and must
+cost what the model optimised (``SolveStats.pricing_gap``).
 
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
 watchdog stops a search that overshoots. The status is ``optimal`` when the
@@ -31,27 +41,26 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from whale_opt.bounds import reported_bound
-from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, free_job
+from whale_opt.check import check
+from whale_opt.cpsat.candidates import Neighbourhood
 from whale_opt.cpsat.constraints import Constraints
+from whale_opt.cpsat.neighbourhood import STRATEGIES as STRATEGIES
+from whale_opt.cpsat.neighbourhood import choose_neighbourhood as choose_neighbourhood
+from whale_opt.cpsat.neighbourhood import make_neighbourhood as make_neighbourhood
 from whale_opt.cpsat.objective import Objective
-from whale_opt.cpsat.variables import JobVars, Variables
+from whale_opt.cpsat.solution import add_hint, decode
+from whale_opt.cpsat.variables import Variables
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies.base import (
-    assemble,
-    complete,
-    deferral_reason,
-    list_schedule,
-    to_job_decision,
-    to_placement,
-)
+from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.policies.preempt import improve_by_preemption
 from whale_opt.policies.search import improve
-from whale_opt.policies.wspt import wspt_order
+from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
-from whale_opt.rules import waits_for_release
-from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import NodeTopology, choose_gpus, node_topologies
+from whale_opt.rules import preemptible_now
+from whale_opt.topology import node_topologies
 
 log = logging.getLogger("whale_opt")
+FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measured: 20-50 us)
 
 PRESET_DIR = Path(__file__).resolve().parents[2] / "solvers"
 DEFAULT_PARAMETERS: dict[str, Any] = {"num_workers": 1, "cp_model_probing_level": 0}
@@ -101,7 +110,14 @@ def load_preset(name: str | None) -> Preset:
 
 @dataclass
 class SolveStats:
-    """What the last round did (for benchmarks and logs)."""
+    """What the last round did (for benchmarks, logs and tests).
+
+    ``pricing_gap``: the largest excess of a decoded neighbourhood's cost
+    (re-priced by :func:`whale_opt.decision.objective`) over what the model
+    optimised (<= 0 up to rounding when the model prices exactly; below 0
+    when the decoder did better than the model assumed). ``proven_gap``: the
+    largest absolute difference on neighbourhoods CP-SAT proved optimal.
+    """
 
     greedy_value: float = 0.0
     greedy_s: float = 0.0
@@ -110,6 +126,23 @@ class SolveStats:
     lns_improvements: int = 0
     lns_optimal: int = 0
     sizes: list[int] = field(default_factory=list)
+    victims: list[int] = field(default_factory=list)
+    pricing_gap: float = float("-inf")
+    proven_gap: float = 0.0
+    fallback: bool = False
+
+
+@dataclass
+class HoodResult:
+    """A solved neighbourhood: the freed jobs' decisions, the victims it preempts,
+    whether CP-SAT proved it optimal, what the model says it costs and the
+    time CP-SAT took."""
+
+    decided: dict[int, JobDecision]
+    preempted: frozenset[int]
+    proved: bool
+    value: float
+    solve_s: float = 0.0
 
 
 class CpSatPolicy:
@@ -126,10 +159,15 @@ class CpSatPolicy:
         """The round's decision (see the module docstring)."""
         started = time.perf_counter()
         limit = instance.policy.time_limit_s
-        deadline = started + limit - min(0.05, 0.03 * limit)  # room to assemble
+        # Room to assemble and check the decision (both linear in the jobs).
+        finish = min(0.05, 0.03 * limit) + FINISH_S_PER_JOB * (
+            len(instance.queue) + len(instance.running)
+        )
+        deadline = started + limit - finish
         greedy_order = wspt_order(instance)
-        jobs = list_schedule(instance, greedy_order)
-        value = objective(instance, jobs)
+        greedy = list_schedule(instance, greedy_order, prefer=WsptPolicy.prefer)
+        greedy = improve_by_preemption(instance, greedy_order, greedy, prefer=WsptPolicy.prefer)
+        jobs, value = greedy, objective(instance, greedy)
         self.stats = SolveStats(greedy_value=value, greedy_s=time.perf_counter() - started)
         bound = reported_bound(instance)
         preset = self.preset
@@ -154,7 +192,15 @@ class CpSatPolicy:
             status = Status.FEASIBLE
         else:
             status = Status.GREEDY_FALLBACK
-        return assemble(instance, self.name, jobs, status, bound, started)
+        decision = assemble(instance, self.name, jobs, status, bound, started)
+        if improved:
+            problems = check(instance, decision)
+            if problems:  # a model bug must never reach a cluster: the greedy stands
+                log.error("cpsat decision rejected by the checker: %s", problems[:3])
+                self.stats.fallback = True
+                status = Status.GREEDY_FALLBACK
+                decision = assemble(instance, self.name, greedy, status, bound, started)
+        return decision
 
     def _lns(
         self,
@@ -168,121 +214,99 @@ class CpSatPolicy:
         preset = self.preset
         rng = random.Random(instance.policy.seed)
         topologies = node_topologies(instance)
+        running = {job.id: r for r, job in enumerate(instance.running)}
+        strategies: tuple[str, ...] = STRATEGIES
+        if any(preemptible_now(instance, r) for r in range(len(instance.running))):
+            strategies = (*STRATEGIES, "rank")
         size = preset.hood_size
         rounds = 0
-        while time.perf_counter() < deadline - 0.02 and bound < value - 1e-9:
+        overhead = 0.02  # a round's time outside CP-SAT (model, decode, merge), as seen so far
+        while time.perf_counter() < deadline - overhead and bound < value - 1e-9:
             if preset.deterministic and rounds >= preset.lns_rounds:
                 break
+            round_started = time.perf_counter()
             incumbent = {
                 instance.queue_position(item.id): item
                 for item in jobs
                 if item.action in (Action.START, Action.PLANNED, Action.DEFERRED)
             }
-            free = choose_neighbourhood(instance, incumbent, rng, size, rounds)
-            hood = make_neighbourhood(instance, incumbent, free, topologies, preset.nodes_per_job)
-            result = solve_neighbourhood(hood, self.parameters, deadline, preset, rounds)
+            preempted = frozenset(
+                running[item.id] for item in jobs if item.action is Action.PREEMPT
+            )
+            strategy = strategies[rounds % len(strategies)]
+            free = choose_neighbourhood(instance, incumbent, rng, size, strategy)
+            hood = make_neighbourhood(
+                instance, incumbent, free, topologies, preset.nodes_per_job, preempted
+            )
+            result = solve_neighbourhood(hood, self.parameters, deadline - overhead, preset, rounds)
             rounds += 1
             self.stats.lns_rounds = rounds
             self.stats.sizes.append(len(hood.jobs))
+            self.stats.victims.append(len(hood.victims))
             if result is None:
                 size = max(4, size * 3 // 4)
                 continue
-            decided, proved = result
-            if proved:
+            if result.proved:
                 self.stats.lns_optimal += 1
                 size = min(len(instance.queue), size + 4)
-            merged = complete(instance, {**incumbent, **decided})
+            self._audit(hood, result)
+            decided_preempted = (preempted - {v.position for v in hood.victims}) | result.preempted
+            merged = complete_with(instance, {**incumbent, **result.decided}, decided_preempted)
             merged_value = objective(instance, merged)
-            if merged_value < value - 1e-9:
+            if merged_value < value - 1e-9 * max(1.0, value):
                 jobs, value = merged, merged_value
                 self.stats.lns_improvements += 1
+            spent = time.perf_counter() - round_started - result.solve_s
+            overhead = max(0.02, 0.5 * overhead, spent)
         return jobs, value
 
-
-STRATEGIES = ("now", "window", "type", "heavy")
-
-
-def choose_neighbourhood(
-    instance: Instance,
-    incumbent: dict[int, JobDecision],
-    rng: random.Random,
-    size: int,
-    round_no: int,
-) -> set[int]:
-    """Which queued jobs to free this round, by a strategy that rotates."""
-    strategy = STRATEGIES[round_no % len(STRATEGIES)]
-    positions = list(incumbent)
-    if len(positions) <= size:
-        return set(positions)
-
-    def start(k: int) -> float:
-        item = incumbent[k]
-        return float("inf") if item.start_s is None else float(item.start_s)
-
-    if strategy == "now":
-        ranked = sorted(positions, key=lambda k: (start(k), rng.random()))
-    elif strategy == "window":
-        pivot = start(rng.choice(positions))
-        ranked = sorted(positions, key=lambda k: (abs(start(k) - pivot), rng.random()))
-    elif strategy == "type":
-        gpu_type = rng.choice(sorted(instance.gpu_types))
-        pivot = start(rng.choice(positions))
-        ranked = sorted(
-            positions,
-            key=lambda k: (
-                gpu_type not in instance.eligible_types[k],
-                abs(start(k) - pivot),
-                rng.random(),
-            ),
-        )
-    else:
-        ranked = sorted(
-            positions,
-            key=lambda k: -instance.queue[k].weight * min(start(k), 1e12) * rng.random(),
-        )
-    return set(ranked[:size])
+    def _audit(self, hood: Neighbourhood, result: HoodResult) -> None:
+        """Compare the decoded neighbourhood's cost (the decision's objective) with the
+        model's; a decoded cost above it means the model mis-prices something."""
+        share = freed_share(hood, result.decided, result.preempted)
+        gap = share - result.value
+        self.stats.pricing_gap = max(self.stats.pricing_gap, gap)
+        if result.proved:
+            self.stats.proven_gap = max(self.stats.proven_gap, abs(gap))
+        if gap > 1e-6 * max(1.0, abs(result.value)):
+            log.warning("cpsat neighbourhood decoded at %g, model said %g", share, result.value)
 
 
-def make_neighbourhood(
-    instance: Instance,
-    incumbent: dict[int, JobDecision],
-    free: set[int],
-    topologies: tuple[NodeTopology, ...],
-    nodes_per_job: int,
-) -> Neighbourhood:
-    """Fix every job not in ``free`` on a timeline; list the freed jobs' choices."""
-    timeline = ClusterTimeline(instance, topologies)
-    for position, item in incumbent.items():
-        if position in free:
-            continue
-        placement = to_placement(instance, position, item)
-        if placement is not None:
-            timeline.commit(position, placement)
-    needs_release = []
-    for position, item in incumbent.items():
-        placement = to_placement(instance, position, item)
-        if (
-            position in free
-            or placement is None
-            or not waits_for_release(instance, instance.queue[position], placement.nodes)
-            or placement.start == 0
-        ):
-            continue
-        node = placement.nodes[0]
-        if timeline.first_end[node] > placement.start:
-            needs_release.append((node, placement.start))
-    jobs: list[FreeJob] = []
-    for position in sorted(free):
-        choice = free_job(
-            instance,
-            timeline,
-            position,
-            to_placement(instance, position, incumbent[position]),
-            nodes_per_job,
-        )
-        if choice is not None:
-            jobs.append(choice)
-    return Neighbourhood(instance, timeline, jobs, incumbent, needs_release)
+def freed_share(
+    hood: Neighbourhood, decided: dict[int, JobDecision], preempted: frozenset[int]
+) -> float:
+    """The share of the decision@1 objective of a neighbourhood's freed jobs (as
+    ``decided``) and victims (those in ``preempted`` preempted)."""
+    instance = hood.instance
+    freed = {item.position for item in hood.jobs}
+    items = [decided[k] for k in sorted(freed)]
+    items += [
+        JobDecision(instance.running[v.position].id, Action.PREEMPT)
+        for v in hood.victims
+        if v.position in preempted
+    ]
+    rest = sum(
+        weight * instance.deferred_cost_end(k)
+        for k, weight in enumerate(instance.weights)
+        if k not in freed
+    )
+    return objective(instance, items) - rest
+
+
+def complete_with(
+    instance: Instance, decided: dict[int, JobDecision], preempted: frozenset[int]
+) -> list[JobDecision]:
+    """Every job's decision: queued ones from ``decided`` (else deferred), running ones
+    preempted when in ``preempted`` (positions), else kept."""
+    jobs = [
+        decided.get(k) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
+        for k, job in enumerate(instance.queue)
+    ]
+    jobs += [
+        JobDecision(job.id, Action.PREEMPT if r in preempted else Action.KEEP)
+        for r, job in enumerate(instance.running)
+    ]
+    return jobs
 
 
 def solve_neighbourhood(
@@ -291,15 +315,16 @@ def solve_neighbourhood(
     deadline: float,
     preset: Preset,
     round_no: int,
-) -> tuple[dict[int, JobDecision], bool] | None:
-    """Solve the freed jobs exactly; their new decisions and whether proven optimal."""
+) -> HoodResult | None:
+    """Solve the freed jobs (and victims) exactly; None when no solution came in time."""
     if not hood.jobs:
         return None
     model = cp_model.CpModel()
     variables = Variables(model, hood)
     Constraints(model, hood, variables).add_constraints()
-    Objective(model, hood, variables).add_objective()
-    _hint(model, hood, variables)
+    goal = Objective(model, hood, variables)
+    goal.add_objective()
+    add_hint(model, hood, variables)
     budget = min(deadline - time.perf_counter(), preset.round_limit_s)
     if budget <= 0.01:
         return None
@@ -319,102 +344,6 @@ def solve_neighbourhood(
         watchdog.cancel()
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    return _decode(hood, variables, solver), status == cp_model.OPTIMAL
-
-
-def _hint(model: cp_model.CpModel, hood: Neighbourhood, variables: Variables) -> None:
-    """The incumbent placement of every freed job, as a complete hint."""
-    instance = hood.instance
-    for item, v in zip(hood.jobs, variables.jobs, strict=True):
-        decided = hood.incumbent[item.position]
-        placement = to_placement(instance, item.position, decided)
-        model.add_hint(v.deferred, placement is None)
-        model.add_hint(v.now, placement is not None and placement.start == 0)
-        model.add_hint(v.start, 0 if placement is None else placement.start)
-        gpu_type = None if placement is None else placement.gpu_type
-        for name, lit in v.on_type.items():
-            model.add_hint(lit, name == gpu_type)
-        used = (
-            {} if placement is None else dict(zip(placement.nodes, placement.counts, strict=True))
-        )
-        for n, lit in v.on_node.items():
-            model.add_hint(lit, n in used)
-            if n in v.count:
-                model.add_hint(v.count[n], used.get(n, 0))
-        racks = {instance.nodes[n].rack for n in used}
-        for rack, lit in v.in_rack.items():
-            model.add_hint(lit, rack in racks)
-        masks = (
-            {} if placement is None else dict(zip(placement.nodes, placement.masks, strict=False))
-        )
-        for n, lits in v.mask.items():
-            for mask, lit in zip(item.now_masks[n], lits, strict=True):
-                model.add_hint(lit, masks.get(n) == mask)
-        if v.outside is not None:
-            zone = instance.queue[item.position].zone
-            model.add_hint(v.outside, any(instance.nodes[n].zone != zone for n in used))
-
-
-def _decode(
-    hood: Neighbourhood, variables: Variables, solver: cp_model.CpSolver
-) -> dict[int, JobDecision]:
-    """The freed jobs' decisions: exact GPU sets for starts, nodes for plans."""
-    instance = hood.instance
-    timeline = hood.timeline
-    chosen: list[tuple[FreeJob, JobVars, Placement]] = []
-    decided: dict[int, JobDecision] = {}
-    for item, v in zip(hood.jobs, variables.jobs, strict=True):
-        if solver.boolean_value(v.deferred):
-            continue
-        gpu_type = next(p for p, lit in v.on_type.items() if solver.boolean_value(lit))
-        nodes = tuple(n for n, lit in v.on_node.items() if solver.boolean_value(lit))
-        if item.mode is Mode.SPREAD:
-            counts = tuple(solver.value(v.count[n]) for n in nodes)
-        elif item.mode is Mode.GANG:
-            counts = (item.node_size,) * len(nodes)
-        else:
-            counts = (instance.queue[item.position].gpus,)
-        start = solver.value(v.start)
-        duration = item.durations[gpu_type]
-        chosen.append((item, v, Placement(start, start + duration, gpu_type, nodes, counts)))
-    # Exact sets the model fixed go first; count-only starts take what is left.
-    chosen.sort(key=lambda entry: (not entry[1].mask, -sum(entry[2].counts)))
-    for item, v, placement in chosen:
-        if placement.start == 0:
-            masks = []
-            for n, count in zip(placement.nodes, placement.counts, strict=True):
-                fixed = [
-                    mask
-                    for mask, lit in zip(item.now_masks.get(n, []), v.mask.get(n, []), strict=True)
-                    if solver.boolean_value(lit)
-                ]
-                if fixed:
-                    masks.append(fixed[0])
-                    continue
-                nvlink = (
-                    item.mode is Mode.SINGLE
-                    and count > 1
-                    and (instance.queue[item.position].topology == "nvlink")
-                )
-                mask = choose_gpus(timeline.topologies[n], timeline.free_now[n], count, nvlink)
-                if mask is None:
-                    raise RuntimeError(f"model start of job {item.position} has no free GPUs")
-                masks.append(mask)
-            placement = Placement(
-                0,
-                placement.end,
-                placement.gpu_type,
-                placement.nodes,
-                placement.counts,
-                tuple(masks),
-            )
-        timeline.commit(item.position, placement)
-        decided[item.position] = to_job_decision(instance, item.position, placement)
-    for item in hood.jobs:
-        if item.position not in decided:
-            decided[item.position] = JobDecision(
-                instance.queue[item.position].id,
-                Action.DEFERRED,
-                reason=deferral_reason(instance, item.position, timeline),
-            )
-    return decided
+    decided, preempted = decode(hood, variables, solver)
+    proved = status == cp_model.OPTIMAL
+    return HoodResult(decided, preempted, proved, goal.value(solver), solver.wall_time)

@@ -10,7 +10,7 @@ from whale_opt.decision import Action, Decision, JobDecision, Status, objective,
 from whale_opt.problem_data import Instance
 from whale_opt.rules import unreleased_plans
 from whale_opt.timeline import ClusterTimeline, Placement
-from whale_opt.topology import mask_to_ids, popcount
+from whale_opt.topology import mask_to_ids, node_can_host, popcount
 
 
 class SchedulingPolicy(Protocol):
@@ -81,6 +81,13 @@ def deferral_reason(instance: Instance, position: int, timeline: ClusterTimeline
     if not timeline.eligible(position):
         if not set(types) & present:
             return f"no node has GPU type {', '.join(types)}"
+        draining = [
+            topo.node.id
+            for topo in timeline.topologies
+            if topo.node.draining and topo.node.gpu_type in types and node_can_host(job, topo)
+        ]
+        if draining:
+            return f"every node that could hold it is draining: {', '.join(draining)}"
         need = "NVLink-connected " if job.topology == "nvlink" and job.gpus > 1 else ""
         return f"no healthy node of type {', '.join(types)} can hold {job.gpus} {need}GPUs"
     tenant = instance.tenants.get(job.tenant)

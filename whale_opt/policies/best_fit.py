@@ -6,6 +6,9 @@ then id), as best-fit-decreasing bin packing does, so large gangs claim
 whole nodes before small jobs scatter over them and the small ones fill
 the gaps left. Both place each job at its earliest start on the node it
 leaves the fewest GPUs free on.
+
+As in every baseline, a higher priority class rank goes first; this order
+applies within a rank (:mod:`whale_opt.policies.ordered`).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Jobs are placed in order of ``submitted_at`` (earliest first; ties by id).
 A job that cannot start now is planned (reserving GPU counts), and later
 jobs backfill only around it. Each job takes the earliest start, then the
 node it leaves the fewest GPUs free on.
+
+As in every baseline, a higher priority class rank goes first; this order
+applies within a rank (:mod:`whale_opt.policies.ordered`).
 """
 
 from __future__ import annotations

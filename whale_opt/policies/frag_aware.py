@@ -6,6 +6,9 @@ NVLink-connected block of free GPUs on its node (so a 2-GPU job on an empty
 DGX-1 goes inside one quad and leaves the other quad whole). The order is
 the greedy's (Smith's rule, see :mod:`whale_opt.policies.wspt`), so a
 comparison with ``wspt`` isolates the effect of the placement rule.
+
+As in every baseline, a higher priority class rank goes first; this order
+applies within a rank (:mod:`whale_opt.policies.ordered`).
 """
 
 from __future__ import annotations

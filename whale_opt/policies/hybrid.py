@@ -1,13 +1,17 @@
-"""A rule-based mix: priority classes from weight, aging, best-fit placement.
+"""A rule-based mix: priority classes, weight, aging, best-fit placement.
 
-A job's effective priority is its weight (its priority class: higher goes
-first) plus ``aging_per_hour`` for every hour it has waited (waiting time is
+Jobs go by priority class rank first (as every baseline, see
+:mod:`whale_opt.policies.ordered`), then by effective priority: the job's
+effective weight (its weight x its class's factor, aged by
+``policy.aging_per_hour`` when the instance sets a rate) plus, when the
+instance sets no aging of its own, the policy's linear aging of
+``aging_per_hour`` weight units for every hour waited (waiting time is
 ``-submitted_at``: submit times are seconds relative to the round's now).
-With the default rate of 1 weight unit per hour, a weight-1 job that has
-waited more than 3 hours goes before a fresh weight-4 job, so no job
-starves behind a stream of high-priority work. Ties by submit time, then
-id. Each job takes its earliest start on the node it leaves the fewest GPUs
-free on.
+A job is aged once, by the instance's rate when it has one. With the
+default rate of 1 weight unit per hour, a weight-1 job that has waited more
+than 3 hours goes before a fresh weight-4 job of its class, so no job
+starves behind a stream of heavier work. Ties by submit time, then id. Each
+job takes its earliest start on the node it leaves the fewest GPUs free on.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from whale_opt.problem_data import Instance
 
 
 class HybridPolicy(OrderedPolicy):
-    """Weight classes with linear aging, best-fit placement.
+    """Priority classes, weight with linear aging, best-fit placement.
 
     Parameters
     ----------
     aging_per_hour
-        Weight units a job's effective priority gains per hour of waiting.
+        Weight units a job's effective priority gains per hour of waiting,
+        used when the instance's ``policy.aging_per_hour`` is 0.
     """
 
     name = "hybrid"
@@ -35,11 +40,14 @@ class HybridPolicy(OrderedPolicy):
         self.aging_per_hour = aging_per_hour
 
     def priority(self, instance: Instance, position: int) -> float:
-        """Effective priority of queued job ``position``: weight plus aging."""
-        job = instance.queue[position]
-        waited_h = max(0, -job.submitted_at) / 3600
-        return job.weight + self.aging_per_hour * waited_h
+        """Effective priority of queued job ``position``: effective weight, plus
+        linear aging when the instance does not age weights itself."""
+        weight = instance.weights[position]
+        if instance.policy.aging_per_hour > 0:
+            return weight  # already aged by the instance's rate
+        waited_h = max(0, -instance.queue[position].submitted_at) / 3600
+        return weight + self.aging_per_hour * waited_h
 
     def order(self, instance: Instance) -> list[int]:
-        """Queue positions by effective priority, highest first."""
+        """Queue positions by class rank, then effective priority, highest first."""
         return ranked(instance, lambda k, job: -self.priority(instance, k))

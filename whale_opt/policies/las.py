@@ -7,6 +7,9 @@ below a threshold (default 3600 GPU-seconds, one GPU-hour), queue 2 the
 rest; queue 1 goes before queue 2, FIFO (submit time, then id) inside each.
 New jobs have attained nothing, so they start in queue 1 ahead of requeued
 long runners, without any duration estimate.
+
+As in every baseline, a higher priority class rank goes first; this order
+applies within a rank (:mod:`whale_opt.policies.ordered`).
 """
 
 from __future__ import annotations

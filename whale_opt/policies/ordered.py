@@ -5,6 +5,18 @@ preference (where each job goes, see :data:`whale_opt.timeline.PREFERENCES`).
 :class:`OrderedPolicy` turns the pair into a decision through the same serial
 schedule generator as the greedy, so every baseline honours the same
 placement rules and its decisions pass the same checker.
+
+**Priority classes come first.** Every baseline orders the queue by priority
+class rank (higher first: ``online`` before ``training`` before
+``best-effort`` with the default classes), and only then by its own key; ties
+go to the earlier submission, then the id. Weights are effective weights
+(:attr:`~whale_opt.problem_data.Instance.weights`: class factor and aging
+included).
+
+**Preemption.** When the policy allows it and some running job may be
+preempted now, the list schedule is followed by :mod:`whale_opt.policies.preempt`:
+jobs that did not start may displace lower-ranked (or borrowed) running work
+where that pays, and the better of the two schedules is kept.
 """
 
 from __future__ import annotations
@@ -16,15 +28,17 @@ from typing import Any
 from whale_opt.bounds import reported_bound
 from whale_opt.decision import Decision, Status
 from whale_opt.policies.base import assemble, list_schedule
-from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt.policies.preempt import improve_by_preemption
+from whale_opt.problem_data import Instance, QueuedJob, class_rank
 
 
 def ranked(instance: Instance, key: Callable[[int, QueuedJob], Any]) -> list[int]:
-    """Queue positions by ``key(position, job)``, ties broken by submit time, then id."""
+    """Queue positions by class rank (highest first), then ``key(position, job)``,
+    ties broken by submit time, then id."""
 
-    def full_key(position: int) -> tuple[Any, int, str]:
+    def full_key(position: int) -> tuple[int, Any, int, str]:
         job = instance.queue[position]
-        return (key(position, job), job.submitted_at, job.id)
+        return (-class_rank(instance, job), key(position, job), job.submitted_at, job.id)
 
     return sorted(range(len(instance.queue)), key=full_key)
 
@@ -32,7 +46,8 @@ def ranked(instance: Instance, key: Callable[[int, QueuedJob], Any]) -> list[int
 class OrderedPolicy:
     """List scheduling of the queue in :meth:`order`, placing by :attr:`prefer`.
 
-    Subclasses set ``name`` and ``prefer`` and implement :meth:`order`.
+    Subclasses set ``name`` and ``prefer`` and implement :meth:`order`
+    (class rank first: build it with :func:`ranked`).
 
     Attributes
     ----------
@@ -51,9 +66,12 @@ class OrderedPolicy:
         raise NotImplementedError
 
     def decide(self, instance: Instance) -> Decision:
-        """The list schedule of :meth:`order`, with the analytic lower bound."""
+        """The list schedule of :meth:`order` (improved by preemption where the
+        policy allows it), with the analytic lower bound."""
         started = time.perf_counter()
-        jobs = list_schedule(instance, self.order(instance), prefer=self.prefer)
+        order = self.order(instance)
+        jobs = list_schedule(instance, order, prefer=self.prefer)
+        jobs = improve_by_preemption(instance, order, jobs, prefer=self.prefer)
         return assemble(
             instance, self.name, jobs, Status.FEASIBLE, reported_bound(instance), started
         )

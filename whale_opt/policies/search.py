@@ -104,8 +104,9 @@ def _pick(
     sample = rng.sample(range(len(order)), min(8, len(order)))
 
     def delay(index: int) -> float:
-        job = instance.queue[order[index]]
-        item = by_id[job.id]
-        return job.weight * (item.start_s or 0) if item.action is Action.PLANNED else 0.0
+        position = order[index]
+        item = by_id[instance.queue[position].id]
+        weight = instance.weights[position]
+        return weight * (item.start_s or 0) if item.action is Action.PLANNED else 0.0
 
     return max(sample, key=delay)

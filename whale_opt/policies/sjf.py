@@ -3,6 +3,9 @@
 A job's estimated duration is its shortest over the GPU types it may use
 (jobs no type can serve go last); ties by submit time, then id. Weights
 and GPU counts play no part (that is WSPT).
+
+As in every baseline, a higher priority class rank goes first; this order
+applies within a rank (:mod:`whale_opt.policies.ordered`).
 """
 
 from __future__ import annotations

@@ -1,30 +1,33 @@
 """The greedy: Smith's rule order, each job at its earliest-ending, tightest place.
 
-Jobs go in order of weight / (GPUs x shortest duration), highest first
-(ties: earlier submission, then id). Each takes the placement that ends
-earliest (a faster GPU type later can beat a slower one now); among equal
-ends, the tightest fit, and inside a node the GPUs that leave the largest
-NVLink block free. Jobs that cannot start now reserve GPU counts where they
-are planned, so lower-ranked jobs backfill only around them. The same
-schedule is the CP-SAT model's hint and its fallback.
+Jobs go by priority class rank (higher first), then in order of effective
+weight / (GPUs x shortest duration), highest first (ties: earlier
+submission, then id). Each takes the placement that ends earliest (a
+faster GPU type later can beat a slower one now; soft preferences priced
+in); among equal ends, the tightest fit, and inside a node the GPUs that
+leave the largest NVLink block free. Jobs that cannot start now reserve GPU
+counts where they are planned, so lower-ranked jobs backfill only around
+them. The same list schedule is the CP-SAT model's hint and its fallback;
+the policy then preempts where that pays (:mod:`whale_opt.policies.preempt`).
 """
 
 from __future__ import annotations
 
-from whale_opt.policies.ordered import OrderedPolicy
+from whale_opt.policies.ordered import OrderedPolicy, ranked
 from whale_opt.problem_data import Instance
 
 
+def smith_ratio(instance: Instance, position: int) -> float:
+    """Effective weight / (GPUs x shortest duration) of job ``position`` (0: unservable)."""
+    shortest = instance.min_duration(position)
+    job = instance.queue[position]
+    return 0.0 if shortest is None else instance.weights[position] / (job.gpus * shortest)
+
+
 def wspt_order(instance: Instance) -> list[int]:
-    """Queue positions by Smith's ratio, highest first; unservable jobs last."""
-
-    def key(position: int) -> tuple[float, int, str]:
-        job = instance.queue[position]
-        shortest = instance.min_duration(position)
-        ratio = 0.0 if shortest is None else job.weight / (job.gpus * shortest)
-        return (-ratio, job.submitted_at, job.id)
-
-    return sorted(range(len(instance.queue)), key=key)
+    """Queue positions by class rank, then Smith's ratio, highest first; unservable
+    jobs last within their class."""
+    return ranked(instance, lambda k, job: -smith_ratio(instance, k))
 
 
 class WsptPolicy(OrderedPolicy):

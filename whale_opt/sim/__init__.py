@@ -6,10 +6,13 @@ from whale_opt.sim.metrics import SimResult as SimResult
 from whale_opt.sim.metrics import compare as compare
 from whale_opt.sim.metrics import jain_index as jain_index
 from whale_opt.sim.metrics import summarize as summarize
+from whale_opt.sim.metrics import summary_table as summary_table
 from whale_opt.sim.simulator import DecisionError as DecisionError
 from whale_opt.sim.simulator import simulate as simulate
 from whale_opt.sim.synthetic import synthetic_cluster as synthetic_cluster
 from whale_opt.sim.synthetic import synthetic_trace as synthetic_trace
+from whale_opt.sim.synthetic import tenant_cluster as tenant_cluster
+from whale_opt.sim.synthetic import tenant_trace as tenant_trace
 from whale_opt.sim.trace import TraceJob as TraceJob
 from whale_opt.sim.trace import read_outages as read_outages
 from whale_opt.sim.trace import read_trace as read_trace

@@ -3,7 +3,8 @@
 :class:`SimConfig` checks itself on construction and raises
 :class:`~whale_opt.problem_data.FieldError` naming the field and the bad value,
 like every record of the data model. :class:`Outage` is one line of a failure
-trace: a node (or one GPU) down at a time, for a while.
+trace: a node (or one GPU) down at a time, for a while; or a node draining
+(no new work, running jobs go on) for a while.
 """
 
 from __future__ import annotations
@@ -28,17 +29,23 @@ def _optional_positive_int(path: str, value: Any) -> None:
     _require(value is None or (_is_int(value) and value >= 1), path, value, "must be an int >= 1")
 
 
+OUTAGE_KINDS = ("fail", "drain")
+
+
 @dataclass(frozen=True)
 class Outage:
     """A node (or, with ``gpu``, one of its GPUs) fails at ``at_s`` for ``repair_s``.
 
-    Times are seconds from the start of the trace.
+    With ``kind="drain"`` the node instead drains for ``repair_s``: it takes
+    no new work and its running jobs go on. Times are seconds from the start
+    of the trace.
     """
 
     node: str
     at_s: int
     repair_s: int
     gpu: int | None = None
+    kind: str = "fail"
 
     def __post_init__(self) -> None:
         _require(isinstance(self.node, str) and self.node != "", "node", self.node, "is empty")
@@ -54,6 +61,18 @@ class Outage:
             "gpu",
             self.gpu,
             "must be a GPU index >= 0",
+        )
+        _require(
+            self.kind in OUTAGE_KINDS,
+            "kind",
+            self.kind,
+            f"must be one of {', '.join(OUTAGE_KINDS)}",
+        )
+        _require(
+            self.kind == "fail" or self.gpu is None,
+            "gpu",
+            self.gpu,
+            "a drain takes a whole node (no gpu)",
         )
 
 
@@ -84,14 +103,18 @@ class SimConfig:
         Sigma of the log-normal ratio actual / estimated duration, drawn per
         job when the trace gives only one of the two (0: they are equal).
     checkpoint_interval_s
-        Jobs checkpoint every this many seconds of run time; a failure loses
-        the work since the last checkpoint (None: no checkpoints, a failure
-        loses the whole attempt). A preemption checkpoints first: no loss.
+        Jobs checkpoint every this many seconds of computing (after the
+        restore a restarted attempt begins with); a failure or a preemption
+        loses the work since the last checkpoint (None: no checkpoints, an
+        interruption loses the whole attempt), and the restart first spends
+        the job's ``checkpoint_s`` restoring. The scheduler assumes the same
+        interval, so each round prices a preemption at what it really costs.
     mtbf_node_s, repair_s
         Seeded failure model: each healthy node fails after an exponential
         time of mean ``mtbf_node_s`` and comes back ``repair_s`` later.
     outages
-        An explicit failure trace instead of (or on top of) the MTBF model.
+        An explicit failure (and drain) trace instead of (or on top of) the
+        MTBF model.
     end_s, max_rounds
         Stop at this simulated time / after this many rounds (None: when
         every job is done, or nothing more can happen).

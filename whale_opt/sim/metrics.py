@@ -16,8 +16,22 @@ Definitions (all times in simulated seconds unless named ``wall``):
   (alone, from scratch). Finish-time fairness (as in Themis) is the worst
   per-tenant mean slowdown; Jain's index is taken over per-tenant mean
   slowdowns (1.0 = every tenant slowed equally).
-- Round wall time is measured around ``Scheduler.decide`` (snapshot + policy
-  + apply); solver wall time is the decision's own ``wall_s``.
+  Tenants with no completed job are left out of both.
+- Lost GPU-hours: GPUs x time held that kept no work, by cause: the
+  computing since the last checkpoint an interruption threw away, and the
+  restore (``checkpoint_s``) its restart then paid (``lost_gpu_hours_preemption``,
+  ``lost_gpu_hours_failure``; ``lost_gpu_hours`` both).
+- No job lost: every trace job ends the run ``completed``, ``running``,
+  ``queued`` (waiting in the scheduler) or ``pending`` (not yet arrived);
+  ``lost`` marks one the simulator and the scheduler disagree about, and
+  ``lost_jobs`` counts them (0 on every correct run).
+- ``max_queue_delay_s``: the longest wait from submission to first start,
+  a job still waiting at the end counting its wait so far.
+- Per priority class and per tenant (``SimResult.groups``, and in the
+  summary as ``<figure>[class:<name>]`` / ``<figure>[tenant:<name>]``): see
+  :mod:`whale_opt.sim.groups`.
+- Round wall time is measured around the scheduler's snapshot, policy and
+  apply; solver wall time is the decision's own ``wall_s``.
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from whale_opt.sim.config import SimConfig
+from whale_opt.sim.groups import SUMMARY_FIGURES, flatten, group_table, integral
 from whale_opt.sim.jobs import full_run_s
 
 if TYPE_CHECKING:
@@ -38,6 +53,7 @@ if TYPE_CHECKING:
 JOB_COLUMNS = [
     "id",
     "tenant",
+    "priority_class",
     "gpus",
     "weight",
     "status",
@@ -46,12 +62,15 @@ JOB_COLUMNS = [
     "end_s",
     "jct_s",
     "queue_delay_s",
+    "waited_s",
     "estimated_s",
     "isolated_s",
     "slowdown",
     "gpu_type",
     "run_s",
     "lost_s",
+    "lost_preempted_s",
+    "lost_failed_s",
     "preemptions",
     "failures",
 ]
@@ -59,7 +78,8 @@ JOB_COLUMNS = [
 
 @dataclass(frozen=True)
 class SimResult:
-    """A finished run: per-job, per-round and per-attempt tables and the summary."""
+    """A finished run: per-job, per-round and per-attempt tables, the per-class and
+    per-tenant figures (``groups``) and the summary."""
 
     policy: str
     cluster: str
@@ -68,11 +88,12 @@ class SimResult:
     jobs: pd.DataFrame
     rounds: pd.DataFrame
     segments: pd.DataFrame
+    groups: pd.DataFrame
     summary: dict[str, Any]
     wall_s: float
 
     def write(self, directory: str | Path, *, suffix: str = ".csv") -> list[Path]:
-        """Write the jobs, rounds and segments tables as ``<policy>-<table><suffix>``.
+        """Write the jobs, rounds, segments and groups tables as ``<policy>-<table><suffix>``.
 
         ``.csv`` always works; ``.parquet`` needs the optional ``pyarrow``.
         """
@@ -83,6 +104,7 @@ class SimResult:
             ("jobs", self.jobs),
             ("rounds", self.rounds),
             ("segments", self.segments),
+            ("groups", self.groups.rename_axis("group").reset_index()),
         ):
             path = out / f"{self.policy}-{name}{suffix}"
             write_frame(frame, path)
@@ -101,24 +123,37 @@ def write_frame(frame: pd.DataFrame, path: Path) -> None:
         flat.to_csv(path, index=False)
 
 
+def _status(sim: Simulator, job_id: str) -> str:
+    """Where a job is at the end, by the simulator and the scheduler together."""
+    run = sim.jobs[job_id]
+    scheduler = sim.scheduler
+    known = job_id in scheduler.running or job_id in scheduler.queue
+    if run.end is not None:
+        return "lost" if known else "completed"
+    if run.started_at is not None:
+        return "running" if job_id in scheduler.running else "lost"
+    if job_id in scheduler.queue:
+        return "queued"
+    return "lost" if run.arrived or known else "pending"
+
+
 def _job_rows(sim: Simulator) -> pd.DataFrame:
     rows = []
-    queued = sim.scheduler.queue
     for run in sim.jobs.values():
         job = run.trace
-        if run.end is not None:
-            status = "completed"
-        elif run.started_at is not None:
-            status = "running"
-        else:
-            status = "queued" if job.id in queued else "pending"
+        status = _status(sim, job.id)
         isolated = full_run_s(run, sim.cluster, run.gpu_type) if run.gpu_type else np.nan
         jct = run.end - job.submit_s if run.end is not None else np.nan
         start = run.first_start
+        if start is not None:
+            waited: float = start - job.submit_s
+        else:
+            waited = sim.now - job.submit_s if run.arrived else np.nan
         rows.append(
             {
                 "id": job.id,
                 "tenant": job.tenant,
+                "priority_class": job.priority_class,
                 "gpus": job.gpus,
                 "weight": job.weight,
                 "status": status,
@@ -127,12 +162,15 @@ def _job_rows(sim: Simulator) -> pd.DataFrame:
                 "end_s": np.nan if run.end is None else run.end,
                 "jct_s": jct,
                 "queue_delay_s": np.nan if start is None else start - job.submit_s,
+                "waited_s": waited,
                 "estimated_s": np.nan if run.estimate_s is None else run.estimate_s,
                 "isolated_s": isolated,
                 "slowdown": jct / isolated if run.end is not None else np.nan,
                 "gpu_type": run.gpu_type or None,
                 "run_s": 0,
-                "lost_s": run.lost_s,
+                "lost_s": run.lost_total_s,
+                "lost_preempted_s": run.lost_s.get("preempted", 0),
+                "lost_failed_s": run.lost_s.get("failed", 0),
                 "preemptions": run.preemptions,
                 "failures": run.failures,
             }
@@ -176,23 +214,29 @@ def summarize(
 ) -> dict[str, Any]:
     """The run's figures (see the module docstring for each definition)."""
     done = jobs[jobs["status"] == "completed"]
-    first = float(jobs["submit_s"].min()) if not jobs.empty else 0.0
-    last_end = float(segments["end_s"].max()) if not segments.empty else first
+    first, last_end = run_span(jobs, segments)
     span = max(last_end - first, 1.0)
     held = (
         float(((segments["end_s"] - segments["start_s"]) * segments["gpus"].map(len)).sum())
         if not segments.empty
         else 0.0
     )
+    status = jobs["status"].value_counts()
     summary: dict[str, Any] = {
         "jobs": len(jobs),
+        "submitted": int(len(jobs) - status.get("pending", 0)),
         "completed": len(done),
         "unfinished": len(jobs) - len(done),
+        "running_at_end": int(status.get("running", 0)),
+        "queued_at_end": int(status.get("queued", 0)),
+        "pending_at_end": int(status.get("pending", 0)),
+        "lost_jobs": int(status.get("lost", 0)),
         "avg_jct_s": float(done["jct_s"].mean()) if len(done) else np.nan,
         "weighted_jct_s": float((done["jct_s"] * done["weight"]).sum() / done["weight"].sum())
         if len(done)
         else np.nan,
         **_percentiles(jobs["queue_delay_s"], "queue_delay_s"),
+        "max_queue_delay_s": float(jobs["waited_s"].max()),
         "makespan_s": float(done["end_s"].max() - first) if len(done) else np.nan,
         "gpu_utilisation": held / (total_gpus * span),
     }
@@ -209,6 +253,14 @@ def summarize(
     summary["preemptions"] = int(jobs["preemptions"].sum())
     summary["failure_requeues"] = int(jobs["failures"].sum())
     summary["lost_gpu_hours"] = float((jobs["lost_s"] * jobs["gpus"]).sum() / 3600)
+    summary["lost_gpu_hours_preemption"] = float(
+        (jobs["lost_preempted_s"] * jobs["gpus"]).sum() / 3600
+    )
+    summary["lost_gpu_hours_failure"] = float((jobs["lost_failed_s"] * jobs["gpus"]).sum() / 3600)
+    owed = [column for column in rounds.columns if column.startswith("owed[")]
+    summary["guarantee_shortfall_gpu_h"] = (
+        sum(integral(rounds, column, last_end) for column in owed) / 3600 if owed else np.nan
+    )
     summary["rounds"] = len(rounds)
     for column, prefix in (("round_wall_s", "round_wall_s"), ("solver_wall_s", "solver_wall_s")):
         values = rounds[column] if len(rounds) else pd.Series(dtype=float)
@@ -218,13 +270,26 @@ def summarize(
     return summary
 
 
+def run_span(jobs: pd.DataFrame, segments: pd.DataFrame) -> tuple[float, float]:
+    """First submission and last segment end of a run (the span metrics divide by)."""
+    first = float(jobs["submit_s"].min()) if not jobs.empty else 0.0
+    last_end = float(segments["end_s"].max()) if not segments.empty else first
+    return first, last_end
+
+
 def build_result(sim: Simulator, wall_s: float) -> SimResult:
     """The :class:`SimResult` of a finished simulator."""
     jobs = _job_rows(sim)
-    rounds = pd.DataFrame(sim.rounds, columns=list(ROUND_COLUMNS))
+    extra = [
+        c for c in dict.fromkeys(k for row in sim.rounds for k in row) if c not in ROUND_COLUMNS
+    ]
+    rounds = pd.DataFrame(sim.rounds, columns=[*ROUND_COLUMNS, *extra])
     segments = pd.DataFrame(sim.segments, columns=list(SEGMENT_COLUMNS))
     total = sum(node.gpus for node in sim.cluster.nodes)
+    first, last_end = run_span(jobs, segments)
+    groups = group_table(jobs, rounds, sim.guarantees, max(last_end - first, 1.0), last_end)
     summary = {"policy": sim.config.policy, **summarize(jobs, rounds, segments, total)}
+    summary.update(flatten(groups))
     summary["sim_wall_s"] = wall_s
     return SimResult(
         policy=sim.config.policy,
@@ -234,6 +299,7 @@ def build_result(sim: Simulator, wall_s: float) -> SimResult:
         jobs=jobs,
         rounds=rounds,
         segments=segments,
+        groups=groups,
         summary=summary,
         wall_s=wall_s,
     )
@@ -253,7 +319,20 @@ ROUND_COLUMNS = (
     "solver_wall_s",
     "status",
 )
-SEGMENT_COLUMNS = ("job", "start_s", "end_s", "gpus", "gpu_type", "outcome", "useful_s", "full_s")
+SEGMENT_COLUMNS = (
+    "job",
+    "start_s",
+    "end_s",
+    "gpus",
+    "gpu_type",
+    "outcome",
+    "useful_s",
+    "full_s",
+    "restore_s",
+    "overhead_s",
+    "lost_s",
+    "restored_after",
+)
 
 
 def compare(results: list[SimResult]) -> pd.DataFrame:
@@ -272,7 +351,28 @@ def _cell(value: Any) -> str:
     return f"{value:.3g}"
 
 
+def group_comparison(results: list[SimResult]) -> pd.DataFrame:
+    """The per-class and per-tenant figures of every run: rows (group, policy)."""
+    columns = ["jobs", "completed", *SUMMARY_FIGURES]
+    frames = {
+        result.policy: result.groups.reindex(columns=columns)
+        for result in results
+        if not result.groups.empty
+    }
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(frames, names=["policy", "group"]).swaplevel().sort_index(level=0)
+    return table.dropna(axis=1, how="all")
+
+
 def summary_table(results: list[SimResult]) -> str:
-    """:func:`compare` as aligned text, numbers rounded for reading."""
+    """:func:`compare` as aligned text, numbers rounded for reading: the run's
+    figures, then the per-class and per-tenant ones (:func:`group_comparison`)."""
     table = compare(results)
-    return table.apply(lambda column: column.map(_cell)).to_string()
+    core = table[[not str(name).endswith("]") for name in table.index]]
+    text = core.apply(lambda column: column.map(_cell)).to_string()
+    groups = group_comparison(results)
+    if groups.empty:
+        return text
+    cells = groups.apply(lambda column: column.map(_cell)).to_string()
+    return f"{text}\n\nby priority class and tenant\n{cells}"

@@ -18,8 +18,12 @@ simulated clock (the decision applies at the round's second).
 
 The simulator drives only :class:`~whale_opt.scheduler.Scheduler`: ``submit``
 on arrival, ``finish`` on completion, ``set_node_down`` / ``fail_gpu`` and
-``requeue`` on failures, ``decide`` per round. The scheduler sees estimated
-durations only; actual ones stay here.
+``requeue`` on failures, ``drain`` on drains, ``propose`` and ``apply`` per
+round. The scheduler sees estimated durations only; actual ones stay here.
+It is told the same checkpoint interval and restore times the simulator
+runs, so the price it puts on a preemption (work since the last checkpoint
+plus the restore) is what the preemption then costs here; the share of work
+a preempted or failed job keeps is the simulator's (actual) one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from whale_opt.decision import Action, Decision
 from whale_opt.problem_data import Instance
 from whale_opt.scheduler import Scheduler
 from whale_opt.sim.config import Outage, SimConfig
+from whale_opt.sim.groups import tenant_columns
 from whale_opt.sim.jobs import JobRun, eligible_types, full_run_s, job_runs
 from whale_opt.sim.metrics import SimResult, build_result
 from whale_opt.sim.trace import TraceJob
@@ -71,6 +76,7 @@ class _State:
     event_round_at: int | None = None
     node_down: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     gpu_down: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    draining: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 class Simulator:
@@ -88,7 +94,17 @@ class Simulator:
             policy = replace(policy, time_limit_s=config.time_limit_s)
         self.cluster = cluster.replace(policy=policy)
         self.config = config
-        self.scheduler = Scheduler(self.cluster, config.policy, preset=config.preset)
+        self.scheduler = Scheduler(
+            self.cluster,
+            config.policy,
+            preset=config.preset,
+            checkpoint_interval_s=config.checkpoint_interval_s,
+        )
+        self.guarantees = {
+            name: tenant.guaranteed_gpus
+            for name, tenant in sorted(cluster.tenants.items())
+            if tenant.guaranteed_gpus
+        }
         self.node_type = {node.id: node.gpu_type for node in cluster.nodes}
         self.node_gpus = {node.id: node.gpus for node in cluster.nodes}
         self.jobs = job_runs(trace, self.cluster, config)
@@ -171,7 +187,10 @@ class Simulator:
                 break
         for run in self.jobs.values():  # still running at the end: its time so far
             if run.started_at is not None:
-                self._segment(run, "running", self.now - run.started_at)
+                overhead = run.close(self.now)
+                self._segment(
+                    run, "running", self.now - run.started_at - overhead, overhead=overhead
+                )
         return build_result(self, time.perf_counter() - started)
 
     def _finished(self) -> bool:
@@ -191,7 +210,8 @@ class Simulator:
 
     def _arrive(self, job_id: str) -> None:
         run = self.jobs[job_id]
-        self.scheduler.submit(run.trace.queued(run.estimate_s))
+        self.scheduler.submit(run.trace.queued(run.estimate_s), checkpoint_s=run.trace.checkpoint_s)
+        run.arrived = True
         self.state.arrivals_left -= 1
         self._changed()
 
@@ -200,7 +220,8 @@ class Simulator:
         run = self.jobs[job_id]
         if run.attempt != attempt or run.started_at is None:
             return  # cancelled: the job failed or was preempted meanwhile
-        self._segment(run, "completed", run.run_s)
+        overhead = run.close(self.now)
+        self._segment(run, "completed", run.run_s - overhead, overhead=overhead)
         run.remaining = 0.0
         run.end = self.now
         self._release(run)
@@ -210,6 +231,14 @@ class Simulator:
 
     def _fail(self, payload: tuple[Outage, bool]) -> None:
         outage = payload[0]
+        if outage.kind == "drain":
+            self.state.draining[outage.node] += 1
+            if self.state.draining[outage.node] == 1:
+                self.scheduler.drain(outage.node)
+                self._changed()
+            self.state.repairs_left += 1
+            self.push(self.now + outage.repair_s, REPAIR, payload)
+            return
         if outage.gpu is None:
             self.state.node_down[outage.node] += 1
             first = self.state.node_down[outage.node] == 1
@@ -232,6 +261,12 @@ class Simulator:
     def _repair(self, payload: tuple[Outage, bool]) -> None:
         outage, from_model = payload
         self.state.repairs_left -= 1
+        if outage.kind == "drain":
+            self.state.draining[outage.node] -= 1
+            if self.state.draining[outage.node] == 0:
+                self.scheduler.drain(outage.node, draining=False)
+                self._changed()
+            return
         if outage.gpu is None:
             self.state.node_down[outage.node] -= 1
             if self.state.node_down[outage.node] == 0:
@@ -247,24 +282,31 @@ class Simulator:
             self._next_failure(outage.node, self.now)
 
     def _interrupt(self, run: JobRun, outcome: str) -> float:
-        """Stop a running job; return the fraction of this attempt's work still to do."""
-        assert run.started_at is not None
-        elapsed = self.now - run.started_at
-        interval = self.config.checkpoint_interval_s
-        if outcome == "preempted":
-            saved = elapsed  # a preemption checkpoints first
-        else:
-            saved = 0 if interval is None else elapsed // interval * interval
-        saved = min(saved, run.run_s)
-        self._segment(run, outcome, saved)
-        left = 1.0 - saved / run.run_s
-        run.remaining *= left
-        run.lost_s += elapsed - saved
+        """Stop a running job (see :meth:`JobRun.interrupt`); return the share of
+        this attempt's work still to do."""
+        after = run.restored_after  # the cause of this attempt's restore, before it changes
+        stop = run.interrupt(self.now, self.config.checkpoint_interval_s, outcome)
+        self._segment(
+            run, outcome, stop.saved_s, overhead=stop.overhead_s, lost=stop.lost_s, after=after
+        )
         self._release(run)
-        return left
+        return stop.left
 
-    def _segment(self, run: JobRun, outcome: str, useful_s: int) -> None:
+    def _segment(
+        self,
+        run: JobRun,
+        outcome: str,
+        useful_s: int,
+        *,
+        overhead: int = 0,
+        lost: int = 0,
+        after: str | None = None,
+    ) -> None:
+        """One attempt's row: ``useful_s`` of kept computing, ``overhead`` seconds of
+        restore charged to the interruption before it (``after``, default the
+        job's last), ``lost`` to its own end."""
         assert run.started_at is not None
+        after = run.restored_after if after is None else after
         self.segments.append(
             {
                 "job": run.trace.id,
@@ -275,6 +317,10 @@ class Simulator:
                 "outcome": outcome,
                 "useful_s": useful_s,
                 "full_s": full_run_s(run, self.cluster, run.gpu_type),
+                "restore_s": min(run.restore_s, self.now - run.started_at),
+                "overhead_s": overhead,
+                "lost_s": lost,
+                "restored_after": after if run.restore_s else "",
             }
         )
 
@@ -289,7 +335,8 @@ class Simulator:
         run.gpus = gpus
         run.gpu_type = self.node_type[gpus[0].rpartition("/")[0]]
         run.started_at = self.now
-        run.run_s = max(
+        run.restore_s, run.restore_due = run.restore_due, 0
+        run.run_s = run.restore_s + max(
             1, math.ceil(run.remaining * full_run_s(run, self.cluster, run.gpu_type) - 1e-9)
         )
         if run.first_start is None:
@@ -310,27 +357,29 @@ class Simulator:
             return  # nothing changed since the last round: it would decide the same
         self.state.dirty = False
         self.state.rounds += 1
-        before = self.scheduler.snapshot(self.now) if self.config.check_decisions else None
         tic = time.perf_counter()
-        decision = self.scheduler.decide(self.now)
+        instance = self.scheduler.snapshot(self.now)
+        decision = self.scheduler.propose(self.now, instance)
         wall = time.perf_counter() - tic
-        if before is not None:
-            violations = check(before, decision)
+        if self.config.check_decisions:
+            violations = check(instance, decision)
             if violations:
                 raise DecisionError(self.now, violations)
-        started = preempted = 0
-        for item in decision.jobs:
-            if item.action is Action.START:
-                self._start(item.id, item.gpus)
-                started += 1
-            elif item.action is Action.PREEMPT:
-                run = self.jobs[item.id]
-                self._interrupt(run, "preempted")
-                run.preemptions += 1
-                preempted += 1
-        if preempted:
+        kept: dict[str, float] = {}
+        for item in decision.by_action(Action.PREEMPT):
+            run = self.jobs[item.id]
+            kept[item.id] = self._interrupt(run, "preempted")
+            run.preemptions += 1
+        tic = time.perf_counter()
+        self.scheduler.apply(decision, self.now, kept)
+        wall += time.perf_counter() - tic
+        started = 0
+        for item in decision.by_action(Action.START):
+            self._start(item.id, item.gpus)
+            started += 1
+        if kept:
             self.state.dirty = True  # preempted jobs wait in the queue for the next round
-        self._record_round(decision, wall, started, preempted)
+        self._record_round(decision, wall, started, len(kept))
 
     def _record_round(self, decision: Decision, wall: float, started: int, preempted: int) -> None:
         nodes = self.scheduler.nodes.values()
@@ -345,6 +394,7 @@ class Simulator:
             free = len(node.healthy_indices) - self.busy_on[node.id]
             if free > 0 and node.gpu_type in need and free < min(need[node.gpu_type], node.gpus):
                 fragmented += free
+        tenants = self._tenant_columns()
         self.rounds.append(
             {
                 "time_s": self.now,
@@ -359,7 +409,18 @@ class Simulator:
                 "round_wall_s": wall,
                 "solver_wall_s": decision.wall_s,
                 "status": decision.status.value,
+                **tenants,
             }
+        )
+
+    def _tenant_columns(self) -> dict[str, int]:
+        """Per tenant with a guarantee, GPUs held and owed (:func:`tenant_columns`)."""
+        if not self.guarantees:
+            return {}
+        return tenant_columns(
+            self.guarantees,
+            ((p.job.tenant, len(p.gpus)) for p in self.scheduler.running.values()),
+            ((job.tenant, job.gpus) for job in self.scheduler.queue.values()),
         )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from whale_opt.io import InputError
-from whale_opt.problem_data import FieldError, QueuedJob
+from whale_opt.problem_data import DEFAULT_CLASS, FieldError, QueuedJob
 from whale_opt.sim.config import Outage
 
 T = TypeVar("T")
@@ -35,6 +35,11 @@ class TraceJob:
     speed 1.0); ``actual_duration_s`` is how long it really runs there. Either
     may be missing (the simulator derives it with seeded noise), not both
     unless ``duration_by_type_s`` (estimates per GPU type) is given.
+
+    ``priority_class`` names one of the cluster's priority classes;
+    ``checkpoint_s`` is the restore time each restart after an interruption
+    pays. ``zone``, ``preferred_gpu_types`` and ``prefer_nvlink`` are soft
+    preferences, as in instance@1.
     """
 
     id: str
@@ -52,6 +57,10 @@ class TraceJob:
     topology: str = "nvlink"
     preemptible: bool = True
     zone: str | None = None
+    priority_class: str = DEFAULT_CLASS
+    checkpoint_s: int = 0
+    preferred_gpu_types: tuple[str, ...] = ()
+    prefer_nvlink: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.submit_s, int) and self.submit_s >= 0):
@@ -60,6 +69,12 @@ class TraceJob:
             isinstance(self.actual_duration_s, int) and self.actual_duration_s >= 1
         ):
             raise FieldError("actual_duration_s", self.actual_duration_s, "must be an int >= 1")
+        if not (
+            isinstance(self.checkpoint_s, int)
+            and not isinstance(self.checkpoint_s, bool)
+            and self.checkpoint_s >= 0
+        ):
+            raise FieldError("checkpoint_s", self.checkpoint_s, "must be an integer >= 0")
         if (
             self.duration_s is None
             and self.actual_duration_s is None
@@ -87,6 +102,9 @@ class TraceJob:
             preemptible=self.preemptible,
             zone=self.zone,
             duration_by_type_s=self.duration_by_type_s,
+            priority_class=self.priority_class,
+            preferred_gpu_types=self.preferred_gpu_types,
+            prefer_nvlink=self.prefer_nvlink,
         )
 
 
@@ -165,12 +183,17 @@ JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "topology": _text,
     "preemptible": _flag,
     "zone": _text,
+    "priority_class": _text,
+    "checkpoint_s": _seconds,
+    "preferred_gpu_types": _names,
+    "prefer_nvlink": _flag,
 }
 OUTAGE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "node": _text,
     "at_s": _seconds,
     "repair_s": _seconds,
     "gpu": _count,
+    "kind": _text,
 }
 
 
@@ -264,7 +287,7 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
 
 
 def read_outages(path: str | Path) -> tuple[Outage, ...]:
-    """The outages of a failure-trace file (fields node, at_s, repair_s, gpu)."""
+    """The outages of a failure-trace file (fields node, at_s, repair_s, gpu, kind)."""
     source = str(path)
     return tuple(
         _record(source, number, raw, OUTAGE_FIELDS, Outage)
@@ -284,7 +307,7 @@ def _job_dict(job: TraceJob) -> dict[str, Any]:
             continue
         if spec.name == "duration_by_type_s":
             value = dict(value)
-        elif spec.name == "gpu_types":
+        elif spec.name in ("gpu_types", "preferred_gpu_types"):
             value = list(value)
         out[spec.name] = value
     return out

@@ -1,0 +1,97 @@
+"""One round, one call: the cost model and how a round too long for its limit adapts.
+
+A round returns within its time limit with a decision the checker accepts:
+a queue too long for the limit is split into pools when the cluster has
+racks to split on, else cut to its head (the rest deferred for a later
+round); a bound too costly for the limit is the trivial one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from whale_opt.bounds import trivial_bound
+from whale_opt.check import check
+from whale_opt.decision import Action
+from whale_opt.generate import generate
+from whale_opt.policies import get_policy
+from whale_opt.policies.wspt import wspt_order
+from whale_opt.solve import (
+    TAIL_REASON,
+    bound_fits,
+    head_size,
+    round_cost,
+    solve,
+    split_size,
+)
+from whale_opt.topology import eligible_nodes, node_topologies
+
+SLACK_S = 0.3  # the machine is shared: allow some scheduling noise on top of the limit
+
+
+def test_round_cost_counts_every_queued_job_times_its_eligible_nodes() -> None:
+    instance = generate("hetero", gpus=128, queued=40, seed=2)
+    topologies = node_topologies(instance)
+    pairs = sum(len(eligible_nodes(instance, k, topologies)) for k in range(len(instance.queue)))
+    cost = round_cost(instance)
+    assert cost.pairs == pairs
+    longer = generate("hetero", gpus=128, queued=400, seed=2)
+    assert round_cost(longer).greedy_s > 10 * cost.greedy_s  # more jobs, deeper nodes
+
+
+def test_a_short_queue_is_neither_split_nor_cut() -> None:
+    instance = generate("hetero", gpus=256, queued=30, seed=1, time_limit_s=2.0)
+    assert split_size(instance) is None
+    assert head_size(instance, wspt_order(instance), 0.5) == len(instance.queue)
+    decision = solve(instance, "wspt")
+    assert not any(item.reason == TAIL_REASON for item in decision.jobs)
+
+
+def test_a_queue_too_long_for_one_rack_keeps_its_head_within_the_limit() -> None:
+    # 8 DGX-1 nodes in one rack: nothing to split on.
+    instance = generate("dgx1", gpus=64, queued=1500, seed=1, time_limit_s=0.3)
+    assert split_size(instance) is None
+    started = time.perf_counter()
+    decision = solve(instance, "cpsat")
+    assert time.perf_counter() - started <= 0.3 + SLACK_S
+    assert check(instance, decision) == []
+    tail = [item for item in decision.jobs if item.reason == TAIL_REASON]
+    assert 0 < len(tail) < len(instance.queue)
+    assert all(item.action is Action.DEFERRED for item in tail)
+    # The head is the greedy's order: no deferred-for-length job outranks a decided one.
+    order = wspt_order(instance)
+    cut = {item.id for item in tail}
+    ranks = [instance.queue[k].id in cut for k in order]
+    assert ranks == sorted(ranks)
+    assert decision.bound <= decision.objective
+
+
+def test_a_queue_too_long_for_the_limit_on_many_racks_is_split_into_pools() -> None:
+    instance = generate("hetero", gpus=256, queued=1200, seed=3, time_limit_s=1.0)
+    assert split_size(instance) is not None
+    started = time.perf_counter()
+    decision = solve(instance, "cpsat")
+    assert time.perf_counter() - started <= 1.0 + SLACK_S
+    assert check(instance, decision) == []
+
+
+def test_a_bound_too_costly_for_the_limit_is_the_trivial_one() -> None:
+    instance = generate("hetero", gpus=256, queued=300, seed=4, time_limit_s=1.0)
+    assert not bound_fits(instance)
+    decision = solve(instance, "wspt")
+    assert decision.bound == pytest.approx(trivial_bound(instance))
+    assert check(instance, decision) == []
+    roomy = instance.replace(policy=replace(instance.policy, time_limit_s=60.0))
+    assert bound_fits(roomy)
+
+
+def test_solve_without_a_split_decides_as_the_policy_does() -> None:
+    instance = generate("mixed", gpus=64, queued=20, seed=1, time_limit_s=1.0)
+    ours = solve(instance, "wspt", split=False)
+    theirs = get_policy("wspt").decide(instance)
+    assert [(i.id, i.action, i.start_s) for i in ours.jobs] == [
+        (i.id, i.action, i.start_s) for i in theirs.jobs
+    ]

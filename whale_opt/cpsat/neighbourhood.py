@@ -1,0 +1,131 @@
+"""Which jobs a neighbourhood frees, and what stays fixed around them.
+
+Strategies rotate (:data:`STRATEGIES`): the jobs starting first, a window
+of planned starts around a random one, the jobs of one GPU type, the
+heaviest waiting ones, and, when something may be preempted, ``rank``: the
+waiting jobs of the highest priority classes with the jobs starting now
+they compete with. :func:`make_neighbourhood` fixes every other job on a
+timeline, decides which running jobs the freed ones may displace
+(:mod:`whale_opt.cpsat.victims`) and lists each freed job's choices
+(:mod:`whale_opt.cpsat.candidates`).
+"""
+
+from __future__ import annotations
+
+import random
+
+from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, free_job
+from whale_opt.cpsat.victims import choose_victims
+from whale_opt.decision import JobDecision
+from whale_opt.policies.base import to_placement
+from whale_opt.problem_data import Instance, class_rank
+from whale_opt.rules import waits_for_release
+from whale_opt.timeline import ClusterTimeline
+from whale_opt.topology import NodeTopology
+
+STRATEGIES = ("now", "window", "type", "heavy")
+
+
+def choose_neighbourhood(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    rng: random.Random,
+    size: int,
+    strategy: str,
+) -> set[int]:
+    """Which queued jobs to free: by ``strategy`` (one of :data:`STRATEGIES`, or
+    ``rank``: high priority classes that wait, for preemption to serve)."""
+    positions = list(incumbent)
+    if len(positions) <= size:
+        return set(positions)
+
+    def start(k: int) -> float:
+        item = incumbent[k]
+        return float("inf") if item.start_s is None else float(item.start_s)
+
+    weights = instance.weights
+    if strategy == "now":
+        ranked = sorted(positions, key=lambda k: (start(k), rng.random()))
+    elif strategy == "window":
+        pivot = start(rng.choice(positions))
+        ranked = sorted(positions, key=lambda k: (abs(start(k) - pivot), rng.random()))
+    elif strategy == "type":
+        gpu_type = rng.choice(sorted(instance.gpu_types))
+        pivot = start(rng.choice(positions))
+        ranked = sorted(
+            positions,
+            key=lambda k: (
+                gpu_type not in instance.eligible_types[k],
+                abs(start(k) - pivot),
+                rng.random(),
+            ),
+        )
+    elif strategy == "rank":
+        # Waiting jobs of the highest classes, and the jobs starting now they compete with.
+        waiting = sorted(
+            positions,
+            key=lambda k: (
+                -class_rank(instance, instance.queue[k]),
+                -weights[k] * min(start(k), 1e12) * rng.random(),
+            ),
+        )
+        now = [k for k in positions if start(k) == 0]
+        rng.shuffle(now)
+        ranked = list(dict.fromkeys([*waiting[: size // 2 + 1], *now, *waiting]))
+    else:
+        ranked = sorted(
+            positions,
+            key=lambda k: -weights[k] * min(start(k), 1e12) * rng.random(),
+        )
+    return set(ranked[:size])
+
+
+def make_neighbourhood(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    free: set[int],
+    topologies: tuple[NodeTopology, ...],
+    nodes_per_job: int,
+    preempted: frozenset[int] = frozenset(),
+) -> Neighbourhood:
+    """Fix every job not in ``free`` on a timeline; list the freed jobs' choices and
+    the running jobs they may displace (``preempted``: the incumbent's preemptions,
+    running positions)."""
+    victims, fixed = choose_victims(instance, incumbent, free, preempted, topologies)
+    gone = fixed | {victim.position for victim in victims}
+    timeline = ClusterTimeline(
+        instance, topologies, preempted=frozenset(instance.running[r].id for r in gone)
+    )
+    for position, item in incumbent.items():
+        if position in free:
+            continue
+        placement = to_placement(instance, position, item)
+        if placement is not None:
+            timeline.commit(position, placement)
+    needs_release = []
+    for position, item in incumbent.items():
+        placement = to_placement(instance, position, item)
+        if (
+            position in free
+            or placement is None
+            or not waits_for_release(instance, instance.queue[position], placement.nodes)
+            or placement.start == 0
+        ):
+            continue
+        node = placement.nodes[0]
+        if timeline.first_end[node] > placement.start:
+            needs_release.append((node, placement.start))
+    jobs: list[FreeJob] = []
+    for position in sorted(free):
+        extra = tuple(n for v in victims if position in v.displacers for n in v.gpus)
+        choice = free_job(
+            instance,
+            timeline,
+            position,
+            to_placement(instance, position, incumbent[position]),
+            nodes_per_job,
+            extra_nodes=extra,
+        )
+        if choice is not None:
+            jobs.append(choice)
+    return Neighbourhood(instance, timeline, jobs, incumbent, needs_release, victims, fixed)
