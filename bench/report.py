@@ -10,9 +10,11 @@ It writes ``RESULTS.md`` and PNG plots into ``--out`` (default ``bench/``).
 Studies:
 
 - **openb** (Alibaba GPU v2023): the cluster of its GPU node list, the trace of
-  its default pod list, at the trace's own offered load and compressed to
-  each ``--load`` (``whale_opt.sim.load``); every policy of the simulator.
-- **philly**: the Philly machine list and its >= 4-GPU jobs, same treatment.
+  its default pod list (all of it), compressed to each ``--load``
+  (``whale_opt.sim.load``), and its first ``--own-load-jobs`` (1,000) at the
+  recorded load, where nothing waits; every policy of the simulator.
+- **philly**: the Philly machine list and its first ``--philly-jobs`` (1,000)
+  jobs of >= 4 GPUs, same treatment.
 - **families**: generated clusters (``whale_opt.sim.synthetic``) and seeded traces.
 - **scaling**: one round of ``wspt`` and ``cpsat`` on generated instances from
   128 to ~10,000 GPUs: wall time, first-decision time, gap to the lower bound.
@@ -79,10 +81,11 @@ class Settings:
     policies: tuple[str, ...] = POLICIES
     loads: tuple[float, ...] = (0.8,)
     openb_jobs: int | None = None
-    philly_jobs: int | None = None
-    family_jobs: int = 300
+    philly_jobs: int | None = 1000
+    own_load_jobs: int | None = 1000  # at the recorded load nothing waits: a head suffices
+    family_jobs: int = 200
     family_gpus: int = 256
-    cpsat_limit_s: float = 2.0
+    cpsat_limit_s: float = 1.0
     batch_s: int = 60
     scaling: tuple[tuple[int, int, float], ...] = (
         (128, 64, 1.0),
@@ -163,7 +166,7 @@ def trace_studies(settings: Settings) -> list[Study]:
     else:
         settings.notes.append(f"philly: not found at {settings.philly_jobs_file}; skipped")
     for name, cluster, trace, origin in sources:
-        studies.append(Study(f"{name}-own", cluster, trace, origin))
+        studies.append(Study(f"{name}-own", cluster, _head(trace, settings.own_load_jobs), origin))
         for load in settings.loads:
             compressed, _ = at_load(trace, cluster, load)
             studies.append(Study(f"{name}-load{load * 100:.0f}", cluster, compressed, origin, load))
@@ -427,6 +430,9 @@ def main() -> None:
     parser.add_argument("--loads", default=None, help="comma-separated offered loads")
     parser.add_argument("--openb-jobs", type=int, default=None, help="first N openb jobs")
     parser.add_argument("--philly-jobs", type=int, default=None, help="first N Philly jobs")
+    parser.add_argument(
+        "--own-load-jobs", type=int, default=None, help="first N jobs at the recorded load"
+    )
     parser.add_argument("--cpsat-limit", type=float, default=None, help="cpsat s a round")
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--skip-families", action="store_true")
@@ -443,6 +449,8 @@ def main() -> None:
         settings.openb_jobs = args.openb_jobs
     if args.philly_jobs is not None:
         settings.philly_jobs = args.philly_jobs
+    if args.own_load_jobs is not None:
+        settings.own_load_jobs = args.own_load_jobs
     if args.cpsat_limit is not None:
         settings.cpsat_limit_s = args.cpsat_limit
     if args.skip_scaling:

@@ -302,13 +302,16 @@ class Scheduler:
         holds it.
         """
         instance = self.snapshot(now) if instance is None else instance
-        gpus = sum(node.gpus for node in instance.nodes)
-        if self.solver is not None and gpus > (self.split_above_gpus or gpus):
-            # A large round: solve decomposes it into pools (whale_opt.decompose).
-            return solve(
-                instance, self.solver, preset=self.preset, split_above_gpus=self.split_above_gpus
-            )
-        return self.policy.decide(instance)  # what solve does below the split, minus a rebuild
+        if self.solver is None:
+            return self.policy.decide(instance)  # the caller's own policy object
+        # Large or overloaded rounds are split into pools or cut to their head.
+        return solve(
+            instance,
+            self.solver,
+            preset=self.preset,
+            split_above_gpus=self.split_above_gpus,
+            policy=self.policy,
+        )
 
     def decide(self, now: int) -> Decision:
         """Run the policy on the current state; apply its starts and preemptions."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from whale_opt.bounds import trivial_bound
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.policies import REGISTRY, get_policy
-from whale_opt.policies.base import assemble
+from whale_opt.policies.base import SchedulingPolicy, assemble
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
 from whale_opt.topology import eligible_nodes, node_topologies
@@ -59,6 +59,7 @@ def solve(
     time_limit_s: float | None = None,
     split_above_gpus: int | None = SPLIT_ABOVE_GPUS,
     split: bool = True,
+    policy: SchedulingPolicy | None = None,
 ) -> Decision:
     """Decide one round of ``instance`` with the named policy or solver.
 
@@ -68,10 +69,13 @@ def solve(
     whose queue is too long for the time limit, are cut into pools solved in
     parallel (:mod:`whale_opt.decompose`) unless ``split`` is off; a queue
     still too long is cut to its head (see the module docstring).
+    ``policy`` is an already built ``solver`` to reuse across rounds (pools
+    solved in worker processes build their own from the name).
     """
     if time_limit_s is not None:
         instance = instance.replace(policy=replace(instance.policy, time_limit_s=time_limit_s))
-    policy = get_policy(solver, preset=preset)  # fail early on a bad name or preset
+    if policy is None:
+        policy = get_policy(solver, preset=preset)  # fail early on a bad name or preset
     cost = round_cost(instance)
     if split:
         from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
