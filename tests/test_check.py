@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import pytest
+from check_builders import decide, deferred, found, planned, start
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from whale_opt.check import Violation, check
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
+from whale_opt.check import check
+from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     GpuType,
@@ -67,55 +68,6 @@ def job(job_id: str, gpus: int = 1, duration_s: int = 100, **fields: object) -> 
 
 def gpus(node: str, *indices: int) -> tuple[str, ...]:
     return tuple(f"{node}/{i}" for i in indices)
-
-
-def start(job_id: str, ids: Sequence[str], end: int = 100) -> JobDecision:
-    return JobDecision(job_id, Action.START, gpus=tuple(ids), start_s=0, end_s=end)
-
-
-def planned(
-    job_id: str, begin: int, end: int, nodes: Sequence[str], counts: Sequence[int] = ()
-) -> JobDecision:
-    return JobDecision(
-        job_id,
-        Action.PLANNED,
-        start_s=begin,
-        end_s=end,
-        nodes=tuple(nodes),
-        node_gpus=tuple(counts),
-    )
-
-
-def deferred(job_id: str) -> JobDecision:
-    return JobDecision(job_id, Action.DEFERRED, reason="test")
-
-
-def decide(
-    instance: Instance,
-    *items: JobDecision,
-    bound: float = 0.0,
-    value: float | None = None,
-    keep_running: bool = True,
-) -> Decision:
-    """A decision of ``items`` (running jobs kept unless listed), objective recomputed,
-    dropped preferences reported as every solver reports them."""
-    jobs = list(with_dropped(instance, items))
-    listed = {item.id for item in jobs}
-    if keep_running:
-        jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running if r.id not in listed]
-    return Decision(
-        instance=instance.name,
-        solver="test",
-        status=Status.FEASIBLE,
-        objective=objective(instance, jobs) if value is None else value,
-        bound=bound,
-        horizon_s=instance.policy.horizon_s,
-        jobs=tuple(jobs),
-    )
-
-
-def found(violations: list[Violation]) -> set[tuple[str, str | None]]:
-    return {(v.kind, v.job) for v in violations}
 
 
 # -- GPUs used twice ---------------------------------------------------------------

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from check_builders import decide, found, preempt, start
 
 from whale_opt.check import Violation, check
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
+from whale_opt.decision import Action, Decision, JobDecision
 from whale_opt.problem_data import (
     DEFAULT_PRIORITY_CLASSES,
     GpuType,
@@ -69,34 +70,6 @@ def victim(job_id: str = "r1", gpus: Sequence[str] = VICTIM_GPUS, **fields: Any)
 
 def queued(job_id: str = "q1", gpus: int = 4, **fields: Any) -> QueuedJob:
     return QueuedJob(job_id, gpus, 100, **fields)
-
-
-def start(job_id: str, gpus: Sequence[str], end: int = 100) -> JobDecision:
-    return JobDecision(job_id, Action.START, gpus=tuple(gpus), start_s=0, end_s=end)
-
-
-def preempt(job_id: str = "r1") -> JobDecision:
-    return JobDecision(job_id, Action.PREEMPT)
-
-
-def decide(instance: Instance, *items: JobDecision) -> Decision:
-    """``items``, running jobs not listed kept, objective recomputed."""
-    jobs = list(with_dropped(instance, items))
-    listed = {item.id for item in jobs}
-    jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running if r.id not in listed]
-    return Decision(
-        instance.name,
-        "test",
-        Status.FEASIBLE,
-        objective(instance, jobs),
-        0.0,
-        instance.policy.horizon_s,
-        tuple(jobs),
-    )
-
-
-def found(violations: list[Violation]) -> set[tuple[str, str | None]]:
-    return {(v.kind, v.job) for v in violations}
 
 
 def only_preemption_of(violations: list[Violation], job_id: str, reason: str) -> None:

@@ -13,9 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from check_builders import decide, found, planned, start
 
-from whale_opt.check import Violation, check
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
+from whale_opt.check import check
+from whale_opt.decision import Action, JobDecision
 from whale_opt.problem_data import (
     DEFAULT_PRIORITY_CLASSES,
     GpuType,
@@ -55,45 +56,6 @@ def round_of(*queue: QueuedJob, running: Sequence[RunningJob] = (), **policy: An
 
 def job(job_id: str = "q1", gpus: int = 1, **fields: Any) -> QueuedJob:
     return QueuedJob(job_id, gpus, 100, **fields)
-
-
-def start(job_id: str, gpus: Sequence[str], end: int = 100) -> JobDecision:
-    return JobDecision(job_id, Action.START, gpus=tuple(gpus), start_s=0, end_s=end)
-
-
-def planned(
-    job_id: str, begin: int, end: int, nodes: Sequence[str], counts: Sequence[int] = ()
-) -> JobDecision:
-    return JobDecision(
-        job_id,
-        Action.PLANNED,
-        start_s=begin,
-        end_s=end,
-        nodes=tuple(nodes),
-        node_gpus=tuple(counts),
-    )
-
-
-def decide(
-    instance: Instance, *items: JobDecision, report: bool = True, value: float | None = None
-) -> Decision:
-    """``items`` (dropped preferences reported unless ``report`` is off), running jobs
-    kept, objective recomputed unless ``value`` is given."""
-    jobs = list(with_dropped(instance, items) if report else items)
-    jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running]
-    return Decision(
-        instance.name,
-        "test",
-        Status.FEASIBLE,
-        objective(instance, jobs) if value is None else value,
-        0.0,
-        instance.policy.horizon_s,
-        tuple(jobs),
-    )
-
-
-def found(violations: list[Violation]) -> set[tuple[str, str | None]]:
-    return {(v.kind, v.job) for v in violations}
 
 
 # -- draining nodes -------------------------------------------------------------------

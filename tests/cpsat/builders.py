@@ -12,7 +12,6 @@ from whale_opt.check import check
 from whale_opt.cpsat import CpSatPolicy
 from whale_opt.cpsat.model import (
     HoodResult,
-    complete_with,
     freed_share,
     load_preset,
     make_neighbourhood,
@@ -151,7 +150,7 @@ def model_from(
     result = solve_neighbourhood(hood, preset.parameters, deadline, preset, 0)
     assert result is not None, "the model found no solution (the incumbent hint is one)"
     kept = (preempted - {victim.position for victim in hood.victims}) | result.preempted
-    merged = complete_with(instance, {**incumbent, **result.decided}, kept)
+    merged = complete(instance, {**incumbent, **result.decided}, kept)
     decision = assemble(instance, "cpsat-model", merged, Status.FEASIBLE, 0.0, started)
     assert check(instance, decision) == []
     share = freed_share(hood, result.decided, result.preempted)

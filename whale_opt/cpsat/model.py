@@ -51,7 +51,7 @@ from whale_opt.cpsat.objective import Objective
 from whale_opt.cpsat.solution import add_hint, decode
 from whale_opt.cpsat.variables import Variables
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.policies.base import assemble, complete, list_schedule
 from whale_opt.policies.preempt import improve_by_preemption
 from whale_opt.policies.search import improve
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
@@ -251,7 +251,7 @@ class CpSatPolicy:
                 size = min(len(instance.queue), size + 4)
             self._audit(hood, result)
             decided_preempted = (preempted - {v.position for v in hood.victims}) | result.preempted
-            merged = complete_with(instance, {**incumbent, **result.decided}, decided_preempted)
+            merged = complete(instance, {**incumbent, **result.decided}, decided_preempted)
             merged_value = objective(instance, merged)
             if merged_value < value - 1e-9 * max(1.0, value):
                 jobs, value = merged, merged_value
@@ -291,22 +291,6 @@ def freed_share(
         if k not in freed
     )
     return objective(instance, items) - rest
-
-
-def complete_with(
-    instance: Instance, decided: dict[int, JobDecision], preempted: frozenset[int]
-) -> list[JobDecision]:
-    """Every job's decision: queued ones from ``decided`` (else deferred), running ones
-    preempted when in ``preempted`` (positions), else kept."""
-    jobs = [
-        decided.get(k) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
-        for k, job in enumerate(instance.queue)
-    ]
-    jobs += [
-        JobDecision(job.id, Action.PREEMPT if r in preempted else Action.KEEP)
-        for r, job in enumerate(instance.running)
-    ]
-    return jobs
 
 
 def solve_neighbourhood(

@@ -127,13 +127,21 @@ def place_in_order(
             after_each(k)
 
 
-def complete(instance: Instance, decided: dict[int, JobDecision]) -> list[JobDecision]:
-    """Every job's decision: queued ones from ``decided`` (else deferred), running kept."""
+def complete(
+    instance: Instance,
+    decided: dict[int, JobDecision],
+    preempted: frozenset[int] = frozenset(),
+) -> list[JobDecision]:
+    """Every job's decision: queued ones from ``decided`` (else deferred), running
+    ones preempted when their position is in ``preempted``, else kept."""
     jobs = [
         decided.get(k) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
         for k, job in enumerate(instance.queue)
     ]
-    jobs += [JobDecision(job.id, Action.KEEP) for job in instance.running]
+    jobs += [
+        JobDecision(job.id, Action.PREEMPT if r in preempted else Action.KEEP)
+        for r, job in enumerate(instance.running)
+    ]
     return jobs
 
 

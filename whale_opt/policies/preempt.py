@@ -43,7 +43,7 @@ from whale_opt.decision import (
     placement_penalty,
     preemption_cost,
 )
-from whale_opt.policies.base import place_in_order, to_job_decision, to_placement
+from whale_opt.policies.base import complete, place_in_order, to_job_decision, to_placement
 from whale_opt.problem_data import Instance
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now, preemption_problems
 from whale_opt.timeline import ClusterTimeline, Placement
@@ -186,15 +186,7 @@ def _rebuild(
     timeline.commit(position, placement)
     decided[position] = to_job_decision(instance, position, placement)
     place_in_order(instance, [k for k in order if k not in decided], timeline, decided)
-    out = [
-        decided.get(k) or JobDecision(job.id, Action.DEFERRED, reason="not considered")
-        for k, job in enumerate(instance.queue)
-    ]
-    out += [
-        JobDecision(running.id, Action.PREEMPT if r in victims else Action.KEEP)
-        for r, running in enumerate(instance.running)
-    ]
-    return out
+    return complete(instance, decided, victims)
 
 
 def _options(
