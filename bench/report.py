@@ -383,6 +383,15 @@ def report(settings: Settings, argv: list[str]) -> str:
         "",
     ]
     body: list[str] = []
+
+    def write(done: bool) -> str:
+        """RESULTS.md as far as it got: a long run leaves every finished study."""
+        notes = [f"- {note}" for note in settings.notes]
+        tail = f"Report took {time.perf_counter() - started:.0f} s." if done else "(running)"
+        text = "\n".join([*sections, "## Data", "", *notes, "", *body, tail]) + "\n"
+        (settings.out / "RESULTS.md").write_text(text)
+        return text
+
     for study in trace_studies(settings) + family_studies(settings):
         if len(study.trace) < 2:
             continue
@@ -404,6 +413,7 @@ def report(settings: Settings, argv: list[str]) -> str:
             body += [*targets(results, bound, study), ""]
         written = plot_all(results, plots / study.name)
         body += [f"![{p.stem}](plots/{study.name}/{p.name})" for p in written] + [""]
+        write(done=False)
     if settings.scaling:
         lines, frame = scaling(settings)
         path = plot_scaling(frame, plots / "scaling.png")
@@ -415,11 +425,7 @@ def report(settings: Settings, argv: list[str]) -> str:
             f"![scaling](plots/{path.name})",
             "",
         ]
-    sections += ["## Data", "", *(f"- {note}" for note in settings.notes), "", *body]
-    sections.append(f"Report took {time.perf_counter() - started:.0f} s.")
-    text = "\n".join(sections) + "\n"
-    (settings.out / "RESULTS.md").write_text(text)
-    return text
+    return write(done=True)
 
 
 def main() -> None:
