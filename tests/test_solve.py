@@ -56,7 +56,9 @@ def test_a_queue_too_long_for_one_rack_keeps_its_head_within_the_limit() -> None
     assert split_size(instance) is None
     started = time.perf_counter()
     decision = solve(instance, "cpsat")
-    assert time.perf_counter() - started <= 0.3 + SLACK_S
+    # Uncut, this round takes about 2 s; cut, the limit (0.3 s) plus noise and, when it
+    # runs first, the one-off CP-SAT import (about 0.3 s). The margin tells them apart.
+    assert time.perf_counter() - started < 1.2
     assert check(instance, decision) == []
     tail = [item for item in decision.jobs if item.reason == TAIL_REASON]
     assert 0 < len(tail) < len(instance.queue)
