@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from whale_opt.problem_data import Instance
-from whale_opt.topology import node_can_host, node_topologies, nvlink_breaches
+from whale_opt.topology import (
+    eligible_nodes,
+    node_can_host,
+    node_topologies,
+    nvlink_breaches,
+    nvlink_shaped,
+)
 
 PREFERENCES = ("zone", "gpu_type", "nvlink")
 
@@ -69,12 +75,8 @@ def reason(instance: Instance, position: int, name: str) -> str:
     """
     job = instance.queue[position]
     topologies = node_topologies(instance)
-    types = set(instance.eligible_types[position])
-    usable = [
-        topo.node
-        for topo in topologies
-        if topo.node.gpu_type in types and not topo.node.draining and node_can_host(job, topo)
-    ]
+    eligible = [topologies[k] for k in eligible_nodes(instance, position, topologies)]
+    usable = [topo.node for topo in eligible]
     cost = price(instance, position, (name,))
     if name == "zone":
         if not any(node.zone == job.zone for node in usable):
@@ -86,14 +88,8 @@ def reason(instance: Instance, position: int, name: str) -> str:
         wanted = ", ".join(job.preferred_gpu_types)
     else:
         wanted = "NVLink-connected GPUs"
-        as_nvlink = [
-            topo
-            for topo in topologies
-            if topo.node.gpu_type in types
-            and not topo.node.draining
-            and topo.largest_block(topo.healthy) >= min(job.gpus, topo.size)
-        ]
-        if not as_nvlink:
+        shaped = nvlink_shaped(job)
+        if not any(node_can_host(shaped, topo) for topo in eligible):
             return "no eligible healthy node has an NVLink-connected block that large"
     return (
         f"{wanted} busy or taken by better uses: honouring it would cost more than"

@@ -69,6 +69,18 @@ def _positive(path: str, value: float) -> None:
     )
 
 
+def _integer(path: str, value: Any, minimum: int, *, optional: bool = False) -> None:
+    """An integer (not a bool) >= ``minimum``; None too when ``optional``."""
+    if optional and value is None:
+        return
+    _require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+        path,
+        value,
+        f"must be an integer >= {minimum}",
+    )
+
+
 def _ident(path: str, value: Any) -> None:
     _require(isinstance(value, str) and value != "", path, value, "must be a non-empty string")
 
@@ -111,12 +123,7 @@ class Node:
         _ident("id", self.id)
         _require("/" not in self.id, "id", self.id, "must not contain '/'")
         _ident("gpu_type", self.gpu_type)
-        _require(
-            isinstance(self.gpus, int) and not isinstance(self.gpus, bool) and self.gpus >= 1,
-            "gpus",
-            self.gpus,
-            "must be an integer >= 1",
-        )
+        _integer("gpus", self.gpus, 1)
         _nonneg("cpu", self.cpu)
         _nonneg("memory_gb", self.memory_gb)
         _ident("rack", self.rack)
@@ -213,17 +220,7 @@ class RunningJob:
             "must be an integer >= 0",
         )
         _ident("priority_class", self.priority_class)
-        _require(
-            self.since_checkpoint_s is None
-            or (
-                isinstance(self.since_checkpoint_s, int)
-                and not isinstance(self.since_checkpoint_s, bool)
-                and self.since_checkpoint_s >= 0
-            ),
-            "since_checkpoint_s",
-            self.since_checkpoint_s,
-            "must be an integer >= 0",
-        )
+        _integer("since_checkpoint_s", self.since_checkpoint_s, 0, optional=True)
 
         _require(
             self.since_checkpoint_s is None or self.since_checkpoint_s <= max(0, -self.started_at),
@@ -277,12 +274,7 @@ class QueuedJob:
     def __post_init__(self) -> None:
         _ident("id", self.id)
         _ident("tenant", self.tenant)
-        _require(
-            isinstance(self.gpus, int) and not isinstance(self.gpus, bool) and self.gpus >= 1,
-            "gpus",
-            self.gpus,
-            "must be an integer >= 1",
-        )
+        _integer("gpus", self.gpus, 1)
         _require(
             self.duration_s is not None or len(self.duration_by_type_s) > 0,
             "duration_s",
@@ -429,25 +421,9 @@ class Policy:
         )
         _require(isinstance(self.seed, int), "seed", self.seed, "must be an integer")
         for name in ("zone_penalty_s", "gpu_type_penalty_s", "nvlink_penalty_s", "min_run_s"):
-            value = getattr(self, name)
-            _require(
-                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-                name,
-                value,
-                "must be an integer >= 0",
-            )
+            _integer(name, getattr(self, name), 0)
         _nonneg("aging_per_hour", self.aging_per_hour)
-        _require(
-            self.max_preemptions is None
-            or (
-                isinstance(self.max_preemptions, int)
-                and not isinstance(self.max_preemptions, bool)
-                and self.max_preemptions >= 0
-            ),
-            "max_preemptions",
-            self.max_preemptions,
-            "must be an integer >= 0",
-        )
+        _integer("max_preemptions", self.max_preemptions, 0, optional=True)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from functools import cache
+from dataclasses import dataclass
 
 from whale_opt import preferences
 from whale_opt.problem_data import Instance, QueuedJob, RunningJob
@@ -30,6 +29,7 @@ from whale_opt.topology import (
     needs_nvlink,
     node_can_host,
     node_topologies,
+    nvlink_shaped,
     popcount,
     single_node,
 )
@@ -685,12 +685,6 @@ class ClusterTimeline:
                 return None
             masks = tuple(m for m in found if m is not None)
         return Placement(t, t + duration, gpu_type, chosen, counts, masks)
-
-
-@cache
-def nvlink_shaped(job: QueuedJob) -> QueuedJob:
-    """``job`` as if it required NVLink-connected GPUs (for ``prefer_nvlink``)."""
-    return replace(job, topology="nvlink")
 
 
 def _both(a: frozenset[int] | None, b: frozenset[int] | None) -> frozenset[int] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 import networkx as nx
@@ -268,7 +268,7 @@ def nvlink_breaches(
     racks = {instance.nodes[n].rack for n in per_node}
     if len(racks) > 1:
         out.append(("topology", f"nvlink job spans racks {sorted(racks)}"))
-    nvlink_job = job if job.topology == "nvlink" else _as_nvlink(job)
+    nvlink_job = job if job.topology == "nvlink" else nvlink_shaped(job)
     topos = [topologies[n] for n in per_node]
     if len(per_node) > 1:
         for topo in topos:
@@ -295,10 +295,9 @@ def nvlink_breaches(
     return out
 
 
-@cache
-def _as_nvlink(job: QueuedJob) -> QueuedJob:
-    from dataclasses import replace
-
+@lru_cache(maxsize=4096)  # bounded: a long-running scheduler sees jobs without end
+def nvlink_shaped(job: QueuedJob) -> QueuedJob:
+    """``job`` as if it required NVLink-connected GPUs (for ``prefer_nvlink``)."""
     return replace(job, topology="nvlink")
 
 
