@@ -52,7 +52,7 @@ from whale_opt.problem_data import Instance
 from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
 from whale_opt.sim.load import at_load, offered_load
 from whale_opt.sim.metrics import SimResult
-from whale_opt.sim.plots import plot_all
+from whale_opt.sim.plots import plot_all, save
 from whale_opt.sim.trace import TraceJob
 from whale_opt.solve import solve
 
@@ -342,19 +342,14 @@ def plot_scaling(frame: pd.DataFrame, path: Path) -> Path:
     left.set_xscale("log")
     left.set_xlabel("GPUs (queued = about half)")
     left.set_ylabel("wall time per round (s)")
-    left.legend()
     left.grid(alpha=0.3, which="both")
     right.plot(frame["gpus"], frame["wspt_gap"] * 100, "o-", label="wspt")
     right.plot(frame["gpus"], frame["cpsat_gap"] * 100, "s-", label="cpsat")
     right.set_xscale("log")
     right.set_xlabel("GPUs")
     right.set_ylabel("gap to lower bound (%)")
-    right.legend()
     right.grid(alpha=0.3, which="both")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 # -- the report ------------------------------------------------------------------------

@@ -14,10 +14,22 @@ matplotlib.use("Agg")  # before pyplot is imported: files only, no display
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from whale_opt.sim.metrics import SimResult
 
 HOUR = 3600.0
+
+
+def save(figure: Figure, path: Path) -> Path:
+    """Legends where there are labels, a tight layout, the PNG at ``path``; the figure closed."""
+    for axes in figure.axes:
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 def _over_time(results: list[SimResult], column: str, ylabel: str, path: Path) -> Path:
@@ -34,12 +46,7 @@ def _over_time(results: list[SimResult], column: str, ylabel: str, path: Path) -
     axes.set_xlabel("simulated time (h)")
     axes.set_ylabel(ylabel)
     axes.grid(alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def _jct_cdf(results: list[SimResult], path: Path) -> Path:
@@ -52,12 +59,7 @@ def _jct_cdf(results: list[SimResult], path: Path) -> Path:
     axes.set_xlabel("job completion time (h, log scale)")
     axes.set_ylabel("fraction of completed jobs")
     axes.grid(alpha=0.3, which="both")
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def plot_all(results: list[SimResult], directory: str | Path) -> list[Path]:
