@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from whale_opt.bounds import earliest_end_bound, earliest_times, flow_bound, lower_bound
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob, Tenant
+from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
 STATUS = (Status.FEASIBLE, 0.0, 0.0)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from whale_opt.bounds import lower_bound, trivial_bound
 from whale_opt.check import check
 from whale_opt.decision import Status
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
+from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
 TYPES = {"a100": GpuType("a100", 80.0)}

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     GpuType,
     Instance,
@@ -27,6 +26,7 @@ from whale_opt.problem_data import (
     RunningJob,
     Tenant,
 )
+from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
 TYPES = {

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
 from whale_opt.check import check
-from whale_opt.decision import Action
+from whale_opt.decision import Action, Decision
 from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
 from whale_opt.generate import generate
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     GpuType,
     Instance,
@@ -23,14 +24,22 @@ from whale_opt.problem_data import (
     Tenant,
     tenant_guarantee,
 )
+from whale_opt.registry import get_policy
 from whale_opt.rules import held_by_tenant
 from whale_opt.solve import solve
+
+
+def _pool(solver: str) -> Callable[[Instance], Decision]:
+    """Each pool solved here by ``solver``, as :func:`whale_opt.solve.solve` does it."""
+    return partial(solve, solver=solver, split=False)
 
 
 @pytest.mark.parametrize("family", ["hetero", "dgx1", "fragmented"])
 def test_split_decision_passes_the_checker(family: str) -> None:
     instance = generate(family, gpus=256, queued=80, seed=4, time_limit_s=2.0)
-    decision = solve_split(instance, "wspt", max_gpus=64, workers=1)
+    decision = solve_split(
+        instance, partial(solve, solver="wspt", split=False), "wspt", max_gpus=64
+    )
     assert check(instance, decision) == []
     assert {item.id for item in decision.jobs} == {
         job.id for job in (*instance.queue, *instance.running)
@@ -61,7 +70,9 @@ def test_a_tight_quota_spanning_pools_holds_after_the_merge() -> None:
     tenants = dict(instance.tenants)
     tenants["nlp"] = Tenant("nlp", gpu_quota=12)
     instance = instance.replace(tenants=tenants)
-    decision = solve_split(instance, "wspt", max_gpus=64, workers=1)
+    decision = solve_split(
+        instance, partial(solve, solver="wspt", split=False), "wspt", max_gpus=64
+    )
     assert check(instance, decision) == []
 
 
@@ -181,6 +192,8 @@ def test_split_round_with_classes_guarantees_and_preemption_passes_the_checker(
         tenants=tenants,
         policy=replace(instance.policy, allow_preemption=True, max_preemptions=3),
     )
-    decision = solve_split(instance, solver, max_gpus=64, workers=1)
+    decision = solve_split(
+        instance, partial(solve, solver=solver, split=False), solver, max_gpus=64
+    )
     assert check(instance, decision) == []
     assert 1 <= sum(item.action is Action.PREEMPT for item in decision.jobs) <= 3

@@ -23,7 +23,6 @@ from whale_opt.io import (
     write_instance,
     write_json,
 )
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     DEFAULT_PRIORITY_CLASSES,
     GpuType,
@@ -35,6 +34,7 @@ from whale_opt.problem_data import (
     RunningJob,
     Tenant,
 )
+from whale_opt.registry import get_policy
 
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"

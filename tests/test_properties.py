@@ -20,8 +20,8 @@ from whale_opt.io import (
     read_instance,
     write_instance,
 )
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
+from whale_opt.registry import get_policy
 from whale_opt.testing import gpu_types, instances, nodes, nvlink_layouts
 from whale_opt.topology import nvlink_edges
 

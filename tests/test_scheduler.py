@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble
+from whale_opt.placement.serial import assemble
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
+from whale_opt.registry import get_policy
 from whale_opt.scheduler import Scheduler
 
 
@@ -230,16 +232,16 @@ def test_initial_running_jobs_keep_class_and_checkpoint_state() -> None:
 
 
 def test_large_rounds_are_split_into_pools(monkeypatch: pytest.MonkeyPatch) -> None:
-    import whale_opt.decompose as decompose
+    import whale_opt.solve as solve_module
 
     calls: list[int] = []
-    real = decompose.solve_split
+    real = solve_module.solve_split
 
-    def counted(instance: Instance, solver: str, preset: str | None = None) -> Decision:
+    def counted(instance: Instance, solve_pool: Any, solver: str, **_: Any) -> Decision:
         calls.append(len(instance.nodes))
-        return real(instance, solver, preset, max_gpus=8, workers=1)
+        return real(instance, solve_pool, solver, max_gpus=8)
 
-    monkeypatch.setattr(decompose, "solve_split", counted)
+    monkeypatch.setattr(solve_module, "solve_split", counted)
     scheduler = Scheduler(_cluster(), "wspt", split_above_gpus=8)
     for k in range(3):
         scheduler.submit(_job(f"j{k}", 8, 100, submitted=0))

@@ -16,7 +16,6 @@ from hypothesis.errors import NoSuchExample
 from whale_opt.check import check
 from whale_opt.decision import Action, objective
 from whale_opt.io import instance_from_dict, instance_to_dict
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import (
     DEFAULT_CLASS,
     DEFAULT_PRIORITY_CLASSES,
@@ -24,6 +23,7 @@ from whale_opt.problem_data import (
     Policy,
     PriorityClass,
 )
+from whale_opt.registry import get_policy
 from whale_opt.testing import CUSTOM_CLASS_NAMES, gpu_types, instances, nodes, priority_classes
 
 FAST = settings(max_examples=40, deadline=None)

@@ -12,8 +12,6 @@ from whale_opt.io import read_decision as read_decision
 from whale_opt.io import read_instance as read_instance
 from whale_opt.io import write_decision as write_decision
 from whale_opt.io import write_instance as write_instance
-from whale_opt.policies import REGISTRY as REGISTRY
-from whale_opt.policies import get_policy as get_policy
 from whale_opt.problem_data import GpuType as GpuType
 from whale_opt.problem_data import Instance as Instance
 from whale_opt.problem_data import Node as Node
@@ -21,5 +19,7 @@ from whale_opt.problem_data import Policy as Policy
 from whale_opt.problem_data import QueuedJob as QueuedJob
 from whale_opt.problem_data import RunningJob as RunningJob
 from whale_opt.problem_data import Tenant as Tenant
+from whale_opt.registry import REGISTRY as REGISTRY
+from whale_opt.registry import get_policy as get_policy
 
 __version__ = "0.1.0"

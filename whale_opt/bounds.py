@@ -34,10 +34,10 @@ import math
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
+from whale_opt.placement.profile import Profile
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
-from whale_opt.profile import Profile
 from whale_opt.rules import preemptible_now
-from whale_opt.timeline import ClusterTimeline
 from whale_opt.topology import popcount
 
 _FOREVER = 2**62
@@ -47,7 +47,7 @@ MAX_ARCS = 1_500_000  # time buckets are coarsened to keep the flow about this s
 
 def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
     """Per queued job, its earliest possible (start, end) with only running jobs present."""
-    timeline = ClusterTimeline(instance, wait_for_release=False, priced=False)
+    timeline = ClusterState(instance, wait_for_release=False, priced=False)
     starts, ends = [], []
     for position in range(len(instance.queue)):
         by_end = timeline.best_placement(position)
@@ -73,7 +73,7 @@ def earliest_end_bound(instance: Instance, ends: list[float] | None = None) -> f
 def _type_capacity(instance: Instance) -> dict[str, Profile]:
     """Per GPU type, free speed-weighted capacity over time (healthy minus running,
     none on draining nodes)."""
-    timeline = ClusterTimeline(instance)
+    timeline = ClusterState(instance)
     capacity: dict[str, Profile] = {}
     for node_pos, node in enumerate(instance.nodes):
         if node.draining:

@@ -170,7 +170,7 @@ def preemption_cost(instance: Instance, running_position: int) -> float:
 
 def with_dropped(instance: Instance, jobs: tuple[JobDecision, ...]) -> tuple[JobDecision, ...]:
     """``jobs`` with each placed queued job's dropped preferences and their reasons."""
-    position = {job.id: k for k, job in enumerate(instance.queue)}
+    position = instance.queue_index
     out = []
     for item in jobs:
         k = position.get(item.id)

@@ -27,24 +27,21 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import Any
 
 from whale_opt.bounds import reported_bound, trivial_bound
+from whale_opt.budget import bound_fits
 from whale_opt.decision import Action, Decision, JobDecision, Status
-from whale_opt.io import decision_from_dict, decision_to_dict, instance_from_dict, instance_to_dict
-from whale_opt.policies.base import (
-    assemble,
-    deferral_reason,
-    to_job_decision,
-    to_placement,
-)
+from whale_opt.placement.profile import Profile
+from whale_opt.placement.reasons import deferral_reason
+from whale_opt.placement.records import to_job_decision, to_placement
+from whale_opt.placement.serial import assemble
+from whale_opt.placement.state import ClusterState
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance, Tenant, tenant_guarantee
-from whale_opt.profile import Profile
 from whale_opt.rules import held_by_tenant, preemptible_now, preemption_problems, unreleased_plans
-from whale_opt.timeline import ClusterTimeline
+from whale_opt.topology import rack_groups
 
 DEFAULT_MAX_GPUS = 512
 POOL_SHARE = 0.5  # of the time limit the pools get (the rest: split, merge, bound)
@@ -56,14 +53,6 @@ class Pool:
 
     nodes: tuple[int, ...]
     jobs: tuple[int, ...]
-
-
-def rack_groups(instance: Instance) -> dict[tuple[str, str], list[int]]:
-    """Node positions by (GPU type, rack): the units pools are made of."""
-    racks: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for k, node in enumerate(instance.nodes):
-        racks[(node.gpu_type, node.rack)].append(k)
-    return racks
 
 
 def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
@@ -88,7 +77,7 @@ def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
 def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
     """Each job, highest priority first, to the pool where it would end first if the
     pool's GPUs were one fluid machine (its backlog plus the job's duration there)."""
-    timeline = ClusterTimeline(instance)
+    timeline = ClusterState(instance)
     where = {k: p for p, nodes in enumerate(node_sets) for k in nodes}
     gpus = [sum(len(instance.nodes[k].healthy_indices) for k in nodes) or 1 for nodes in node_sets]
     backlog = [0.0] * len(node_sets)  # seconds of work per GPU already there
@@ -228,30 +217,34 @@ def sub_instance(
     )
 
 
-def _solve_remote(payload: tuple[dict[str, Any], str, str | None]) -> dict[str, Any]:
-    from whale_opt.solve import solve
-
-    raw, solver, preset = payload
-    return decision_to_dict(solve(instance_from_dict(raw), solver, preset=preset, split=False))
+PoolSolve = Callable[[Instance], Decision]
+"""How one pool is decided: any policy's round, ``split`` off (it is a pool already)."""
 
 
 def solve_split(
     instance: Instance,
+    solve_pool: PoolSolve,
     solver: str,
-    preset: str | None = None,
     *,
     max_gpus: int = DEFAULT_MAX_GPUS,
-    workers: int = 2,
-    solve_one: Callable[[Instance], Decision] | None = None,
+    executor: Executor | None = None,
+    workers: int = 1,
 ) -> Decision:
-    """Solve ``instance`` pool by pool (``workers`` processes) and merge."""
+    """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
+
+    ``executor`` runs the pools (any :class:`concurrent.futures.Executor`: local
+    processes, or a distributed one; ``solve_pool`` and the pools must then
+    pickle); None solves them here, one after another. ``workers`` is how many
+    pools run at once, which sets each pool's share of the time limit.
+    """
     started = time.perf_counter()
     parts = pools(instance, max_gpus)
     shares = quota_shares(instance, parts)
     caps = preemption_shares(instance, parts)
     busy = [k for k, pool in enumerate(parts) if pool.jobs]
     # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
-    waves = max(1, -(-len(busy) // max(workers, 1)))
+    parallel = max(workers, 1) if executor is not None else 1
+    waves = max(1, -(-len(busy) // parallel))
     spare = POOL_SHARE * instance.policy.time_limit_s - (time.perf_counter() - started)
     subs = [
         sub_instance(
@@ -263,15 +256,10 @@ def solve_split(
         )
         for k in busy
     ]
-    if solve_one is not None or workers <= 1:
-        from whale_opt.solve import solve
-
-        run = solve_one or (lambda sub: solve(sub, solver, preset=preset, split=False))
-        decisions = [run(sub) for sub in subs]
+    if executor is None:
+        decisions = [solve_pool(sub) for sub in subs]
     else:
-        with ProcessPoolExecutor(max_workers=workers) as executor:
-            payloads = [(instance_to_dict(sub), solver, preset) for sub in subs]
-            decisions = [decision_from_dict(d) for d in executor.map(_solve_remote, payloads)]
+        decisions = list(executor.map(solve_pool, subs))
     return merge(instance, parts, decisions, solver, started)
 
 
@@ -285,8 +273,8 @@ class _Merge:
 
     def __init__(self, instance: Instance, decisions: list[Decision]) -> None:
         self.instance = instance
-        position = {job.id: k for k, job in enumerate(instance.queue)}
-        running = {job.id: r for r, job in enumerate(instance.running)}
+        position = instance.queue_index
+        running = instance.running_index
         self.decided: dict[int, JobDecision] = {}
         self.preempted: set[int] = set()  # running positions
         for decision in decisions:
@@ -321,7 +309,7 @@ class _Merge:
     def _preemption_rules(self) -> None:
         """A preemption that breaks a rule is undone, with what used its GPUs."""
         instance = self.instance
-        running = {job.id: r for r, job in enumerate(instance.running)}
+        running = instance.running_index
         for job_id, _ in preemption_problems(instance, self.items()):
             r = running[job_id]
             if r not in self.preempted:
@@ -353,7 +341,7 @@ class _Merge:
 
     def _release_rule(self) -> None:
         """Planned NVLink jobs that lost the end they waited for go again."""
-        position = {job.id: k for k, job in enumerate(self.instance.queue)}
+        position = self.instance.queue_index
         for job_id in unreleased_plans(self.instance, self.items()):
             self.again.add(position[job_id])
 
@@ -371,7 +359,7 @@ def merge(
     state = _Merge(instance, decisions)
     state.settle()
     gone = frozenset(instance.running[r].id for r in state.preempted)
-    timeline = ClusterTimeline(instance, preempted=gone)
+    timeline = ClusterState(instance, preempted=gone)
     for k, placement in state.placements.items():
         if placement is not None and k not in state.again:
             timeline.commit(k, placement)
@@ -407,7 +395,6 @@ def merge(
         if statuses & {Status.FEASIBLE, Status.OPTIMAL}
         else (Status.GREEDY_FALLBACK)
     )
-    from whale_opt.solve import bound_fits
 
     bound = reported_bound(instance) if bound_fits(instance) else trivial_bound(instance)
     return assemble(instance, solver, jobs, status, bound, started)

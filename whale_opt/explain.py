@@ -1,7 +1,7 @@
 """Why is a job not started, and what is the smallest change that would start it?
 
 Reasons are derived from the model itself, by targeted re-placements with
-the same :class:`~whale_opt.timeline.ClusterTimeline` the policies use, on
+the same :class:`~whale_opt.placement.state.ClusterState` the policies use, on
 edited instances: the job alone on an empty cluster (hardware), with only
 the running jobs (busy, scattered), with its tenant's quota lifted (quota),
 with draining nodes open again (draining), and against the round's decision
@@ -21,7 +21,8 @@ from typing import Any
 
 from whale_opt import preferences
 from whale_opt.decision import Action, Decision, JobDecision, dropped_preferences, job_nodes
-from whale_opt.policies.base import to_placement
+from whale_opt.placement.records import to_placement
+from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.policies.wspt import smith_ratio
 from whale_opt.problem_data import (
     TOPOLOGIES,
@@ -33,7 +34,6 @@ from whale_opt.problem_data import (
 )
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now
 from whale_opt.solve import solve
-from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import popcount
 from whale_opt.whatif import Change, apply_change
 
@@ -126,7 +126,7 @@ def _alone(instance: Instance, position: int, **job_changes: Any) -> Placement |
     job = instance.queue[position]
     edited = replace(job, **job_changes)
     solo = instance.replace(running=(), queue=(edited,))
-    return ClusterTimeline(solo).best_placement(0, by_start=True)
+    return ClusterState(solo).best_placement(0, by_start=True)
 
 
 def _no_hardware(instance: Instance, position: int) -> Reason | None:
@@ -139,7 +139,7 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         if _alone(open_, position) is not None:
             ids = [
                 instance.nodes[k].id
-                for k in ClusterTimeline(open_).eligible(position)
+                for k in ClusterState(open_).eligible(position)
                 if instance.nodes[k].draining
             ]
             return Reason(
@@ -169,7 +169,7 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
             f" {max(memory.values()):g} GB"
         )
     else:
-        tl = ClusterTimeline(instance)
+        tl = ClusterState(instance)
         types = set(instance.eligible_types[position])
         nodes = [k for k, n in enumerate(instance.nodes) if n.gpu_type in types]
         block = max(
@@ -218,7 +218,7 @@ def _guarantee(instance: Instance, decision: Decision, position: int) -> Reason 
     held = held_by_tenant(instance)
     if held.get(job.tenant, 0) >= guaranteed:
         return None
-    eligible = {instance.nodes[k].id for k in ClusterTimeline(instance).eligible(position)}
+    eligible = {instance.nodes[k].id for k in ClusterState(instance).eligible(position)}
     borrowers = [
         r
         for r, running in enumerate(instance.running)
@@ -253,9 +253,9 @@ def _without_quota(instance: Instance, tenant: str) -> Instance:
     return instance.replace(tenants={k: v for k, v in instance.tenants.items() if k != tenant})
 
 
-def _decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterTimeline:
+def _decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterState:
     """Running jobs plus every other queued job where the decision put it."""
-    tl = ClusterTimeline(instance)
+    tl = ClusterState(instance)
     for position, job in enumerate(instance.queue):
         if position == skip:
             continue
@@ -280,7 +280,7 @@ def _holders(instance: Instance, nodes: Iterable[int]) -> list[dict[str, Any]]:
 def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
     """Eligible GPUs held by running jobs; or free but scattered."""
     job = instance.queue[position]
-    tl = ClusterTimeline(_without_quota(instance, job.tenant))
+    tl = ClusterState(_without_quota(instance, job.tenant))
     eligible = tl.eligible(position)
     free = {instance.nodes[k].id: popcount(tl.free_now[k]) for k in eligible}
     free = {n: c for n, c in free.items() if c}
@@ -394,7 +394,7 @@ def _outranked(
 
 
 def _preference(
-    instance: Instance, position: int, item: JobDecision, tl: ClusterTimeline
+    instance: Instance, position: int, item: JobDecision, tl: ClusterState
 ) -> Reason | None:
     """The soft preferences the placement drops and their price; or, for a zone
     honoured, how much sooner the job could start outside it."""
@@ -441,9 +441,9 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
     job = instance.queue[position]
     item = decision.job(job.id)
     inf = float("inf")
-    run = ClusterTimeline(instance).best_placement(position, by_start=True)
+    run = ClusterState(instance).best_placement(position, by_start=True)
     free_q = _without_quota(instance, job.tenant)
-    run_nq = ClusterTimeline(free_q).best_placement(position, by_start=True)
+    run_nq = ClusterState(free_q).best_placement(position, by_start=True)
     start_q = inf if run is None else run.start
     start_nq = inf if run_nq is None else run_nq.start
     decided = _decided_timeline(instance, decision, position)
@@ -527,7 +527,7 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
         facts = _quota(instance, position, decision).facts
         needs = sorted({facts["needed_quota"], facts["needed_quota_with_started"]})
         groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
-    eligible = ClusterTimeline(instance).eligible(position)
+    eligible = ClusterState(instance).eligible(position)
     holders = [h["job"] for h in _holders(instance, eligible)]
     preemptible = {
         r.id

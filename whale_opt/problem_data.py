@@ -8,11 +8,21 @@ code never re-checks. Nothing here imports the rest of the package.
 
 from __future__ import annotations
 
+import copyreg
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
+
+
+# Records freeze their maps as MappingProxyType; this makes them picklable (pools
+# travel to worker processes as they are, with no JSON round trip).
+def _frozen_map(items: dict[Any, Any]) -> MappingProxyType[Any, Any]:
+    return MappingProxyType(items)
+
+
+copyreg.pickle(MappingProxyType, lambda proxy: (_frozen_map, (dict(proxy),)))
 
 NVLINK_LAYOUTS = ("nvswitch", "hybrid-cube-mesh", "pairs", "pcie")
 TOPOLOGIES = ("nvlink", "node", "rack", "any")
@@ -459,6 +469,8 @@ class Instance:
     durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
     weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
     running_weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    running_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
@@ -483,6 +495,12 @@ class Instance:
             node_index[node.id] = k
         object.__setattr__(self, "node_index", MappingProxyType(node_index))
         object.__setattr__(self, "gpu_owner", MappingProxyType(self._check_running()))
+        object.__setattr__(
+            self, "running_index", MappingProxyType({j.id: k for k, j in enumerate(self.running)})
+        )
+        object.__setattr__(
+            self, "queue_index", MappingProxyType({j.id: k for k, j in enumerate(self.queue)})
+        )
         self._check_queue()
         object.__setattr__(
             self, "weights", tuple(self._effective_weight(job) for job in self.queue)
@@ -598,11 +616,8 @@ class Instance:
         return GpuRef(node_pos, index)
 
     def queue_position(self, job_id: str) -> int:
-        """Position of a queued job in ``queue``."""
-        for k, job in enumerate(self.queue):
-            if job.id == job_id:
-                return k
-        raise KeyError(job_id)
+        """Position of a queued job in ``queue`` (KeyError when it is not queued)."""
+        return self.queue_index[job_id]
 
     def min_duration(self, position: int) -> int | None:
         """Shortest duration of queued job ``position`` over its eligible types."""

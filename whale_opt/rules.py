@@ -139,7 +139,7 @@ def may_displace(
 def preemption_problems(instance: Instance, items: Iterable[JobDecision]) -> list[tuple[str, str]]:
     """Preemptions that break the rules above, as (job id, message) pairs."""
     items = list(items)
-    running = {job.id: k for k, job in enumerate(instance.running)}
+    running = instance.running_index
     victims = [item.id for item in items if item.action is Action.PREEMPT and item.id in running]
     if not victims:
         return []

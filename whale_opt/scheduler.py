@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from whale_opt.decision import Action, Decision
-from whale_opt.policies import SchedulingPolicy, get_policy
+from whale_opt.policies import SchedulingPolicy
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
+from whale_opt.registry import get_policy
 from whale_opt.solve import SPLIT_ABOVE_GPUS, solve
 
 log = logging.getLogger("whale_opt")

@@ -10,6 +10,7 @@ a node's GPU indices.
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
@@ -360,3 +361,11 @@ def connected_sets(topo: NodeTopology, free: int, size: int, limit: int) -> list
 def mask_to_ids(node: Node, mask: int) -> tuple[str, ...]:
     """Public GPU ids of the GPUs in ``mask``."""
     return tuple(node.gpu_id(i) for i in bits(mask))
+
+
+def rack_groups(instance: Instance) -> dict[tuple[str, str], list[int]]:
+    """Node positions by (GPU type, rack): the units pools are made of."""
+    racks: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for k, node in enumerate(instance.nodes):
+        racks[(node.gpu_type, node.rack)].append(k)
+    return racks

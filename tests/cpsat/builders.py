@@ -18,10 +18,10 @@ from whale_opt.cpsat.model import (
     solve_neighbourhood,
 )
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble, complete, list_schedule
+from whale_opt.placement.serial import assemble, complete, list_schedule
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob, Tenant
+from whale_opt.registry import get_policy
 from whale_opt.topology import node_topologies
 
 A100 = GpuType("A100-80G", 80, 1.0)

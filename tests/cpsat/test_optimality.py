@@ -17,9 +17,9 @@ import pytest
 from whale_opt.bounds import lower_bound
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.problem_data import Instance, Node, QueuedJob, RunningJob
+from whale_opt.registry import get_policy
 
 from .builders import (
     A100,

@@ -18,9 +18,9 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
-from whale_opt.policies import get_policy
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.problem_data import Instance, Tenant
+from whale_opt.registry import get_policy
 
 from .builders import holding, job, node, round_of, solve_model_from, solve_round
 

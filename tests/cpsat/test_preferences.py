@@ -13,7 +13,7 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, JobDecision, Status
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
 
 from .builders import H100, gpu_ids, holding, job, node, round_of, solve, solve_model_from
 

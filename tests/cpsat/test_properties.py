@@ -15,8 +15,8 @@ from whale_opt.cpsat import CpSatPolicy
 from whale_opt.decision import Action, Decision
 from whale_opt.generate import generate
 from whale_opt.io import read_instance
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import Instance
+from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
 from .builders import TOLERANCE, model_from, solve_model

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision
 from whale_opt.io import read_instance
-from whale_opt.policies import REGISTRY, get_policy
 from whale_opt.policies.hybrid import HybridPolicy
 from whale_opt.policies.las import LasPolicy
 from whale_opt.policies.sjf import SjfPolicy
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
+from whale_opt.registry import REGISTRY, get_policy
 from whale_opt.testing import instances
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"

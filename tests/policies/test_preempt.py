@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, Status
-from whale_opt.policies import REGISTRY, OrderedPolicy, get_policy
-from whale_opt.policies.base import assemble, list_schedule
+from whale_opt.placement.serial import assemble, list_schedule
+from whale_opt.policies import OrderedPolicy
 from whale_opt.problem_data import (
     DEFAULT_PRIORITY_CLASSES,
     GpuType,
@@ -24,6 +24,7 @@ from whale_opt.problem_data import (
     RunningJob,
     Tenant,
 )
+from whale_opt.registry import REGISTRY, get_policy
 from whale_opt.testing import instances
 
 HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))

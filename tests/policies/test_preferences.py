@@ -7,8 +7,8 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision
-from whale_opt.policies import REGISTRY, get_policy
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
+from whale_opt.registry import REGISTRY, get_policy
 
 HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))
 TYPES = {"a100": GpuType("a100", 80.0), "h100": GpuType("h100", 80.0, speed=2.0)}

@@ -6,10 +6,10 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision
-from whale_opt.policies import REGISTRY, get_policy
 from whale_opt.policies.hybrid import HybridPolicy
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, PriorityClass, QueuedJob
+from whale_opt.registry import REGISTRY, get_policy
 
 HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))
 HOUR = 3600

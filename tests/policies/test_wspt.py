@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from whale_opt.check import check
 from whale_opt.decision import Action
-from whale_opt.policies import get_policy
 from whale_opt.problem_data import Instance
+from whale_opt.registry import get_policy
 
 
 def test_small_instance_decision_passes_the_checker(small: Instance) -> None:

@@ -13,8 +13,8 @@ from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
 from whale_opt.io import (
     read_instance,
 )
-from whale_opt.policies import REGISTRY
 from whale_opt.problem_data import FieldError
+from whale_opt.registry import REGISTRY
 
 
 @main.command(name="simulate")

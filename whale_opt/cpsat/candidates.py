@@ -27,9 +27,9 @@ from enum import Enum
 
 from whale_opt import preferences
 from whale_opt.decision import JobDecision
+from whale_opt.placement.profile import INF
+from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.problem_data import Instance
-from whale_opt.profile import INF
-from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import (
     NodeTopology,
     bits,
@@ -121,7 +121,7 @@ class Neighbourhood:
     """
 
     instance: Instance
-    timeline: ClusterTimeline
+    timeline: ClusterState
     jobs: list[FreeJob]
     incumbent: dict[int, JobDecision]
     # (node, start) of fixed planned NVLink jobs on partially linked nodes that only
@@ -145,7 +145,7 @@ def prices_nvlink(instance: Instance, position: int) -> bool:
 
 def free_job(
     instance: Instance,
-    timeline: ClusterTimeline,
+    timeline: ClusterState,
     position: int,
     incumbent: Placement | None,
     nodes_per_job: int,
@@ -232,7 +232,7 @@ def free_job(
 
 def _earliest_nodes(
     instance: Instance,
-    timeline: ClusterTimeline,
+    timeline: ClusterState,
     position: int,
     nodes: list[int],
     count: int,
@@ -262,7 +262,7 @@ def _relaxed_sets(topo: NodeTopology, free: int, size: int) -> list[int]:
     return [mask for _, mask in found[:RELAXED_SETS]]
 
 
-def _nvlink_shapes(instance: Instance, timeline: ClusterTimeline, item: FreeJob) -> None:
+def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob) -> None:
     """The NVLink shapes of a SPREAD job that prefers NVLink: one node, or whole nodes."""
     k = item.position
     job = instance.queue[k]

@@ -19,7 +19,7 @@ from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
 from whale_opt.cpsat.variables import JobVars, Variables
-from whale_opt.profile import Profile
+from whale_opt.placement.profile import Profile
 from whale_opt.topology import bits, needs_nvlink, popcount
 
 CPU_SCALE = 1000  # millicores

@@ -51,9 +51,9 @@ from whale_opt.cpsat.objective import Objective
 from whale_opt.cpsat.solution import add_hint, decode
 from whale_opt.cpsat.variables import Variables
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
-from whale_opt.policies.base import assemble, complete, list_schedule
-from whale_opt.policies.preempt import improve_by_preemption
-from whale_opt.policies.search import improve
+from whale_opt.placement.order_search import improve
+from whale_opt.placement.preempt import improve_by_preemption
+from whale_opt.placement.serial import assemble, complete, list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
 from whale_opt.rules import preemptible_now
@@ -214,7 +214,7 @@ class CpSatPolicy:
         preset = self.preset
         rng = random.Random(instance.policy.seed)
         topologies = node_topologies(instance)
-        running = {job.id: r for r, job in enumerate(instance.running)}
+        running = instance.running_index
         strategies: tuple[str, ...] = STRATEGIES
         if any(preemptible_now(instance, r) for r in range(len(instance.running))):
             strategies = (*STRATEGIES, "rank")

@@ -17,10 +17,10 @@ import random
 from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, free_job
 from whale_opt.cpsat.victims import choose_victims
 from whale_opt.decision import JobDecision
-from whale_opt.policies.base import to_placement
+from whale_opt.placement.records import to_placement
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance, class_rank
 from whale_opt.rules import waits_for_release
-from whale_opt.timeline import ClusterTimeline
 from whale_opt.topology import NodeTopology
 
 STRATEGIES = ("now", "window", "type", "heavy")
@@ -93,7 +93,7 @@ def make_neighbourhood(
     running positions)."""
     victims, fixed = choose_victims(instance, incumbent, free, preempted, topologies)
     gone = fixed | {victim.position for victim in victims}
-    timeline = ClusterTimeline(
+    timeline = ClusterState(
         instance, topologies, preempted=frozenset(instance.running[r].id for r in gone)
     )
     for position, item in incumbent.items():

@@ -18,8 +18,9 @@ from whale_opt import preferences
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
 from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.decision import Action, JobDecision
-from whale_opt.policies.base import deferral_reason, to_job_decision, to_placement
-from whale_opt.timeline import Placement
+from whale_opt.placement.reasons import deferral_reason
+from whale_opt.placement.records import to_job_decision, to_placement
+from whale_opt.placement.state import Placement
 from whale_opt.topology import choose_gpus, needs_nvlink, popcount
 
 

@@ -1,7 +1,7 @@
 """What the order-based baselines share: list scheduling in a policy's own order.
 
 A baseline is an order over the queue (which job goes first) and a placement
-preference (where each job goes, see :data:`whale_opt.timeline.PREFERENCES`).
+preference (where each job goes, see :data:`whale_opt.placement.state.PREFERENCES`).
 :class:`OrderedPolicy` turns the pair into a decision through the same serial
 schedule generator as the greedy, so every baseline honours the same
 placement rules and its decisions pass the same checker.
@@ -14,7 +14,7 @@ go to the earlier submission, then the id. Weights are effective weights
 included).
 
 **Preemption.** When the policy allows it and some running job may be
-preempted now, the list schedule is followed by :mod:`whale_opt.policies.preempt`:
+preempted now, the list schedule is followed by :mod:`whale_opt.placement.preempt`:
 jobs that did not start may displace lower-ranked (or borrowed) running work
 where that pays, and the better of the two schedules is kept.
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 from whale_opt.bounds import reported_bound
 from whale_opt.decision import Decision, Status
-from whale_opt.policies.base import assemble, list_schedule
-from whale_opt.policies.preempt import improve_by_preemption
+from whale_opt.placement.preempt import improve_by_preemption
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.problem_data import Instance, QueuedJob, class_rank
 
 

@@ -8,7 +8,7 @@ in); among equal ends, the tightest fit, and inside a node the GPUs that
 leave the largest NVLink block free. Jobs that cannot start now reserve GPU
 counts where they are planned, so lower-ranked jobs backfill only around
 them. The same list schedule is the CP-SAT model's hint and its fallback;
-the policy then preempts where that pays (:mod:`whale_opt.policies.preempt`).
+the policy then preempts where that pays (:mod:`whale_opt.placement.preempt`).
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ class SimConfig:
     check_decisions: bool = False
 
     def __post_init__(self) -> None:
-        from whale_opt.policies import REGISTRY  # the registry may grow at import time
+        from whale_opt.registry import REGISTRY  # the registry may grow at import time
 
         _require(
             self.policy in REGISTRY,

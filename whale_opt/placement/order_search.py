@@ -15,12 +15,12 @@ import time
 from collections.abc import Sequence
 
 from whale_opt.decision import Action, JobDecision, objective
-from whale_opt.policies.base import complete, place_in_order
+from whale_opt.placement.serial import complete, place_in_order
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
-from whale_opt.timeline import ClusterTimeline
 
 SNAPSHOT_EVERY = 16
-Snapshots = dict[int, tuple[ClusterTimeline, dict[int, JobDecision]]]
+Snapshots = dict[int, tuple[ClusterState, dict[int, JobDecision]]]
 
 
 class OrderSearch:
@@ -28,7 +28,7 @@ class OrderSearch:
 
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
-        self.base = ClusterTimeline(instance)
+        self.base = ClusterState(instance)
         self.evaluations = 0
 
     def run(

@@ -1,6 +1,6 @@
 """Cluster state over time, for list scheduling (greedy, decoders, simulator).
 
-A :class:`ClusterTimeline` holds, per node, the GPUs free right now (a bit
+A :class:`ClusterState` holds, per node, the GPUs free right now (a bit
 mask: exact ids) and GPU / CPU / memory usage profiles for the future
 (counts: nothing is reserved by id past now), and per tenant a GPU usage
 profile for quotas. Placement rules (what fits where) live here once, so
@@ -10,7 +10,7 @@ Soft preferences (a ``zone``, ``preferred_gpu_types``, ``prefer_nvlink``)
 are priced, not required: a job that has one takes the placement whose
 first criterion (its end; its start under ``best-fit`` and ``frag-aware``)
 plus the penalty of the preferences it drops, in seconds, is least. Only
-such jobs pay for the extra searches (see :meth:`ClusterTimeline.best_placement`).
+such jobs pay for the extra searches (see :meth:`ClusterState.best_placement`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from whale_opt import preferences
+from whale_opt.placement.profile import EPS, INF, Profile
 from whale_opt.problem_data import Instance, QueuedJob, RunningJob
-from whale_opt.profile import EPS, INF, Profile
 from whale_opt.topology import (
     NodeTopology,
     choose_gpus,
@@ -49,7 +49,7 @@ class Placement:
     masks: tuple[int, ...] = ()  # exact GPUs, only when start == 0
 
 
-class ClusterTimeline:
+class ClusterState:
     """Free GPUs now and resource usage over time, node by node and tenant by tenant."""
 
     def __init__(
@@ -95,9 +95,9 @@ class ClusterTimeline:
                 job.tenant, per_node, len(job.gpus), job.cpu, job.memory_gb, 0, job.remaining_s
             )
 
-    def copy(self) -> ClusterTimeline:
+    def copy(self) -> ClusterState:
         """An independent copy (topologies and eligibility shared: they never change)."""
-        twin = object.__new__(ClusterTimeline)
+        twin = object.__new__(ClusterState)
         twin.instance = self.instance
         twin.wait_for_release = self.wait_for_release
         twin.prefer = self.prefer
@@ -281,10 +281,10 @@ class ClusterTimeline:
 
     def _releasing(
         self, released: Sequence[RunningJob], nodes: Iterable[int], tenant: str
-    ) -> ClusterTimeline:
+    ) -> ClusterState:
         """A twin for :meth:`fits_now`: ``released`` jobs' usage taken off ``nodes``
         and ``tenant``'s profile (other profiles shared with this timeline: read only)."""
-        twin = object.__new__(ClusterTimeline)
+        twin = object.__new__(ClusterState)
         twin.instance = self.instance
         twin.topologies = self.topologies
         twin.gpu_use, twin.cpu_use, twin.mem_use = (

@@ -43,10 +43,11 @@ from whale_opt.decision import (
     placement_penalty,
     preemption_cost,
 )
-from whale_opt.policies.base import complete, place_in_order, to_job_decision, to_placement
+from whale_opt.placement.records import to_job_decision, to_placement
+from whale_opt.placement.serial import complete, place_in_order
+from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.problem_data import Instance
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now, preemption_problems
-from whale_opt.timeline import ClusterTimeline, Placement
 from whale_opt.topology import (
     NodeTopology,
     bits,
@@ -104,7 +105,7 @@ def improve_by_preemption(
     current = list(jobs)
     value = objective(instance, current)
     victims: frozenset[int] = frozenset()
-    timeline: ClusterTimeline | None = None  # of ``current``: built when first needed
+    timeline: ClusterState | None = None  # of ``current``: built when first needed
     by_id = {item.id: item for item in current}
     trials = 0
     for position in order:
@@ -146,11 +147,11 @@ def improve_by_preemption(
 
 def _pinned(
     instance: Instance, jobs: Sequence[JobDecision], victims: frozenset[int], prefer: str
-) -> tuple[ClusterTimeline, dict[int, JobDecision]]:
+) -> tuple[ClusterState, dict[int, JobDecision]]:
     """The timeline with ``victims`` preempted and the jobs ``jobs`` starts now placed."""
     preempted = frozenset(instance.running[r].id for r in victims)
-    timeline = ClusterTimeline(instance, preempted=preempted, prefer=prefer)
-    position = {job.id: k for k, job in enumerate(instance.queue)}
+    timeline = ClusterState(instance, preempted=preempted, prefer=prefer)
+    position = instance.queue_index
     pinned: dict[int, JobDecision] = {}
     for item in jobs:
         k = position.get(item.id)
@@ -191,7 +192,7 @@ def _rebuild(
 
 def _options(
     instance: Instance,
-    timeline: ClusterTimeline,
+    timeline: ClusterState,
     position: int,
     item: JobDecision,
     victims: _Victims,
@@ -315,7 +316,7 @@ def _touching_mask(
 
 def _gang(
     instance: Instance,
-    timeline: ClusterTimeline,
+    timeline: ClusterState,
     position: int,
     nodes: list[int],
     victims: _Victims,

@@ -1,0 +1,2 @@
+"""The engine every solver shares: cluster occupancy, list scheduling, records,
+reasons, preemption search and order search. Imports no policy or solver."""

@@ -1,0 +1,44 @@
+"""Decision records <-> placements: the one translation between the two."""
+
+from __future__ import annotations
+
+from whale_opt.decision import Action, JobDecision
+from whale_opt.placement.state import Placement
+from whale_opt.problem_data import Instance
+from whale_opt.topology import mask_to_ids
+
+
+def to_job_decision(instance: Instance, position: int, placement: Placement) -> JobDecision:
+    """A start (with GPU ids) or planned (with nodes and counts) job decision."""
+    job = instance.queue[position]
+    if placement.start == 0:
+        gpus: tuple[str, ...] = ()
+        for node, mask in zip(placement.nodes, placement.masks, strict=True):
+            gpus += mask_to_ids(instance.nodes[node], mask)
+        return JobDecision(job.id, Action.START, gpus=gpus, start_s=0, end_s=placement.end)
+    return JobDecision(
+        job.id,
+        Action.PLANNED,
+        start_s=placement.start,
+        end_s=placement.end,
+        nodes=tuple(instance.nodes[n].id for n in placement.nodes),
+        node_gpus=placement.counts,
+    )
+
+
+def to_placement(instance: Instance, position: int, item: JobDecision) -> Placement | None:
+    """The placement a start or planned decision describes (None when deferred)."""
+    if item.action is Action.START:
+        masks: dict[int, int] = {}
+        for gpu in item.gpus:
+            ref = instance.parse_gpu(gpu)
+            masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
+        nodes = tuple(masks)
+        gpu_type = instance.nodes[nodes[0]].gpu_type
+        counts = tuple(m.bit_count() for m in masks.values())
+        return Placement(0, item.end_s or 0, gpu_type, nodes, counts, tuple(masks.values()))
+    if item.action is Action.PLANNED:
+        nodes = tuple(instance.node_index[n] for n in item.nodes)
+        gpu_type = instance.nodes[nodes[0]].gpu_type
+        return Placement(item.start_s or 0, item.end_s or 0, gpu_type, nodes, item.node_gpus)
+    return None
