@@ -299,11 +299,11 @@ def targets(results: list[SimResult], bound: float, study: Study) -> list[str]:
 def scaling(settings: Settings) -> tuple[list[str], pd.DataFrame]:
     rows = []
     for gpus, queued, limit in settings.scaling:
-        inst = generate("hetero", gpus=gpus, queued=queued, seed=settings.seed, time_limit_s=limit)
+        inst = generate("hetero", gpus=gpus, queued=queued, seed=settings.seed)
         record: dict[str, float | int | str] = {"gpus": gpus, "queued": queued, "limit_s": limit}
         for solver in ("wspt", "cpsat"):
             tic = time.perf_counter()
-            decision = solve(inst, solver)
+            decision = solve(inst, solver, time_limit_s=limit)
             wall = time.perf_counter() - tic
             violations = check(inst, decision)
             if violations:

@@ -28,6 +28,7 @@ from whale_opt.check import check
 from whale_opt.cpsat.model import CpSatPolicy
 from whale_opt.decision import Decision
 from whale_opt.generate import generate
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import Instance
 from whale_opt.solve import solve
 
@@ -41,9 +42,11 @@ def _checked(instance: Instance, decision: Decision) -> Decision:
     return decision
 
 
-def _round(instance: Instance, solver: str, preset: str | None = None) -> tuple[Decision, float]:
+def _round(
+    instance: Instance, solver: str, limit_s: float, preset: str | None = None
+) -> tuple[Decision, float]:
     started = time.perf_counter()
-    decision = solve(instance, solver, preset=preset)
+    decision = solve(instance, solver, preset=preset, time_limit_s=limit_s)
     return _checked(instance, decision), time.perf_counter() - started
 
 
@@ -57,9 +60,9 @@ def families(seeds: int) -> list[str]:
     gaps, gains = [], []
     for family in ("hetero", "fragmented"):
         for seed in range(seeds):
-            inst = generate(family, gpus=1024, queued=500, seed=seed, time_limit_s=5.0)
-            greedy, greedy_s = _round(inst, "wspt")
-            best, wall = _round(inst, "cpsat")
+            inst = generate(family, gpus=1024, queued=500, seed=seed)
+            greedy, greedy_s = _round(inst, "wspt", 5.0)
+            best, wall = _round(inst, "cpsat", 5.0)
             gain = (greedy.objective - best.objective) / greedy.objective
             gains.append(gain)
             gaps.append(best.gap)
@@ -84,9 +87,9 @@ def small(cases: int) -> list[str]:
     walls, optimal, gains = [], 0, []
     names = ("mixed", "dgx1", "hetero", "fragmented")
     for k in range(cases):
-        inst = generate(names[k % 4], gpus=128, queued=64, seed=100 + k, time_limit_s=0.5)
-        greedy, _ = _round(inst, "wspt")
-        best, wall = _round(inst, "cpsat")
+        inst = generate(names[k % 4], gpus=128, queued=64, seed=100 + k)
+        greedy, _ = _round(inst, "wspt", 0.5)
+        best, wall = _round(inst, "cpsat", 0.5)
         walls.append(wall)
         optimal += best.status.value == "optimal"
         gains.append((greedy.objective - best.objective) / greedy.objective)
@@ -103,10 +106,10 @@ def small(cases: int) -> list[str]:
 
 def scale() -> list[str]:
     """10,000 GPUs / 5,000 queued, 30 s: the split into pools, checked."""
-    inst = generate("hetero", gpus=10_000, queued=5_000, seed=0, time_limit_s=30.0)
+    inst = generate("hetero", gpus=10_000, queued=5_000, seed=0)
     rows = ["| solver | objective | bound | gap | wall s |", "|---|---|---|---|---|"]
     for solver in ("wspt", "cpsat"):
-        decision, wall = _round(inst, solver)
+        decision, wall = _round(inst, solver, 30.0)
         rows.append(
             f"| {solver} | {decision.objective:.4g} | {decision.bound:.4g} | "
             f"{decision.gap:.1%} | {wall:.1f} |"
@@ -116,12 +119,14 @@ def scale() -> list[str]:
 
 def determinism(reruns: int) -> list[str]:
     """The deterministic preset gives the same decision on every rerun."""
-    inst = generate("fragmented", gpus=256, queued=120, seed=7, time_limit_s=60.0)
+    inst = generate("fragmented", gpus=256, queued=120, seed=7)
     seen: Counter[tuple[float, tuple[object, ...]]] = Counter()
     walls = []
     for _ in range(reruns):
         started = time.perf_counter()
-        decision = _checked(inst, CpSatPolicy("deterministic").decide(inst))
+        decision = _checked(
+            inst, CpSatPolicy("deterministic").decide(inst, SolveOptions(time_limit_s=60.0))
+        )
         walls.append(time.perf_counter() - started)
         seen[(decision.objective, decision.jobs)] += 1
     same = seen.most_common(1)[0][1]

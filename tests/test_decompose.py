@@ -13,6 +13,7 @@ from whale_opt.check import check
 from whale_opt.decision import Action, Decision
 from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
 from whale_opt.generate import generate
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import (
     GpuType,
     Instance,
@@ -26,19 +27,19 @@ from whale_opt.problem_data import (
 )
 from whale_opt.registry import get_policy
 from whale_opt.rules import held_by_tenant
-from whale_opt.solve import solve
+from whale_opt.solve import solve, solve_one_pool
 
 
-def _pool(solver: str) -> Callable[[Instance], Decision]:
+def _pool(solver: str) -> Callable[[Instance, SolveOptions], Decision]:
     """Each pool solved here by ``solver``, as :func:`whale_opt.solve.solve` does it."""
-    return partial(solve, solver=solver, split=False)
+    return partial(solve_one_pool, solver=solver)
 
 
 @pytest.mark.parametrize("family", ["hetero", "dgx1", "fragmented"])
 def test_split_decision_passes_the_checker(family: str) -> None:
-    instance = generate(family, gpus=256, queued=80, seed=4, time_limit_s=2.0)
+    instance = generate(family, gpus=256, queued=80, seed=4)
     decision = solve_split(
-        instance, partial(solve, solver="wspt", split=False), "wspt", max_gpus=64
+        instance, _pool("wspt"), "wspt", SolveOptions(time_limit_s=2.0), max_gpus=64
     )
     assert check(instance, decision) == []
     assert {item.id for item in decision.jobs} == {
@@ -66,20 +67,19 @@ def test_pools_hold_whole_racks_of_one_type_and_each_job_once() -> None:
 
 
 def test_a_tight_quota_spanning_pools_holds_after_the_merge() -> None:
-    instance = generate("hetero", gpus=256, queued=80, seed=2, time_limit_s=2.0)
+    instance = generate("hetero", gpus=256, queued=80, seed=2)
     tenants = dict(instance.tenants)
     tenants["nlp"] = Tenant("nlp", gpu_quota=12)
     instance = instance.replace(tenants=tenants)
     decision = solve_split(
-        instance, partial(solve, solver="wspt", split=False), "wspt", max_gpus=64
+        instance, _pool("wspt"), "wspt", SolveOptions(time_limit_s=2.0), max_gpus=64
     )
     assert check(instance, decision) == []
 
 
 def test_solve_splits_past_the_threshold_with_worker_processes() -> None:
-    instance = generate("hetero", gpus=256, queued=60, seed=3, time_limit_s=4.0)
-    instance = instance.replace(policy=replace(instance.policy, time_limit_s=4.0))
-    decision = solve(instance, "cpsat", split_above_gpus=128)
+    instance = generate("hetero", gpus=256, queued=60, seed=3)
+    decision = solve(instance, "cpsat", time_limit_s=4.0, split_above_gpus=128)
     assert check(instance, decision) == []
 
 
@@ -109,12 +109,12 @@ def _two_rack_round(cap: int | None) -> Instance:
         nodes=nodes,
         running=running,
         queue=queue,
-        policy=Policy(time_limit_s=1.0, allow_preemption=True, max_preemptions=cap),
+        policy=Policy(allow_preemption=True, max_preemptions=cap),
     )
 
 
 def test_pools_carry_classes_and_guarantees_that_compare_as_on_the_whole_cluster() -> None:
-    instance = generate("hetero", gpus=256, queued=40, seed=5, time_limit_s=2.0)
+    instance = generate("hetero", gpus=256, queued=40, seed=5)
     classes = {**instance.priority_classes, "urgent": PriorityClass("urgent", 3.0, 5)}
     queue = tuple(
         replace(q, priority_class="urgent") if k % 3 == 0 else q
@@ -129,7 +129,7 @@ def test_pools_carry_classes_and_guarantees_that_compare_as_on_the_whole_cluster
     instance = instance.replace(priority_classes=classes, queue=queue, tenants=tenants)
     parts = pools(instance, max_gpus=64)
     for pool in parts:
-        sub = sub_instance(instance, pool, {}, 1.0)
+        sub = sub_instance(instance, pool, {})
         assert dict(sub.priority_classes) == dict(instance.priority_classes)
         inside = held_by_tenant(sub)
         for name in tenants:
@@ -151,7 +151,7 @@ def test_a_running_job_spanning_pools_may_be_preempted_in_neither() -> None:
         )
     )
     for pool in pools(instance, max_gpus=8):
-        sub = sub_instance(instance, pool, {}, 1.0)
+        sub = sub_instance(instance, pool, {})
         cut = next(job for job in sub.running if job.id == "span")
         assert not cut.preemptible
 
@@ -161,10 +161,10 @@ def test_merge_undoes_the_preemptions_the_whole_round_cap_forbids() -> None:
     parts = pools(instance, max_gpus=8)
     assert preemption_shares(instance, parts) in ([1, 0], [0, 1])
     # Pools that each think they may preempt (as pools of an uncapped round would).
-    subs = [sub_instance(instance, pool, {}, 1.0, None) for pool in parts]
+    subs = [sub_instance(instance, pool, {}, None) for pool in parts]
     decisions = [get_policy("wspt").decide(sub) for sub in subs]
     assert all(any(i.action is Action.PREEMPT for i in d.jobs) for d in decisions)
-    merged = merge(instance, parts, decisions, "wspt", time.perf_counter())
+    merged = merge(instance, parts, decisions, "wspt", time.perf_counter(), SolveOptions())
     assert check(instance, merged) == []
     assert sum(item.action is Action.PREEMPT for item in merged.jobs) == 1
 
@@ -174,7 +174,7 @@ def test_split_round_with_classes_guarantees_and_preemption_passes_the_checker(
     solver: str,
 ) -> None:
     # A full cluster (load 1): online jobs wait unless best-effort work is preempted.
-    instance = generate("hetero", gpus=256, queued=60, seed=6, time_limit_s=0.8, load=1.0)
+    instance = generate("hetero", gpus=256, queued=60, seed=6, load=1.0)
     running = tuple(
         replace(job, priority_class="best-effort", since_checkpoint_s=0) if k % 2 else job
         for k, job in enumerate(instance.running)
@@ -193,7 +193,7 @@ def test_split_round_with_classes_guarantees_and_preemption_passes_the_checker(
         policy=replace(instance.policy, allow_preemption=True, max_preemptions=3),
     )
     decision = solve_split(
-        instance, partial(solve, solver=solver, split=False), solver, max_gpus=64
+        instance, _pool(solver), solver, SolveOptions(time_limit_s=0.8), max_gpus=64
     )
     assert check(instance, decision) == []
     assert 1 <= sum(item.action is Action.PREEMPT for item in decision.jobs) <= 3

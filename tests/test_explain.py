@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from whale_opt.decision import Action
-from whale_opt.explain import Explanation, explain
+from whale_opt.explain import Explanation, apply_change, explain
 from whale_opt.io import read_instance
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob, Tenant
 from whale_opt.solve import solve
-from whale_opt.whatif import apply_change
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 TYPES = {"A": GpuType("A", 80, 1.0), "B": GpuType("B", 40, 2.0)}

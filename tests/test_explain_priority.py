@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from whale_opt.decision import Action
-from whale_opt.explain import REASON_KINDS, Explanation, Reason, explain
+from whale_opt.explain import REASON_KINDS, Change, Explanation, Reason, apply_change, explain
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob, Tenant
 from whale_opt.solve import solve
-from whale_opt.whatif import Change, apply_change
 
 TYPES = {"A": GpuType("A", 80, 1.0), "B": GpuType("B", 80, 2.0)}
 

@@ -483,3 +483,34 @@ def test_write_replaces_existing_file_whole(tmp_path: Path) -> None:
     write_json(target, {"a": 1})
     assert json.loads(target.read_text("utf-8")) == {"a": 1}
     assert [path.name for path in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_no_ceiling_and_class_ceilings_survive_a_write_and_read() -> None:
+    from whale_opt.io import instance_from_dict, instance_to_dict
+    from whale_opt.problem_data import PriorityClass
+
+    base = read_instance(SMALL)
+    classes = {
+        **base.priority_classes,
+        "best-effort": PriorityClass("best-effort", 0.1, 0, True, max_wait_s=None),
+        "urgent": PriorityClass("urgent", 3.0, 5, False, max_wait_s=3600),
+    }
+    instance = base.replace(policy=replace(base.policy, max_wait_s=None), priority_classes=classes)
+    again = instance_from_dict(instance_to_dict(instance))
+    assert again.policy.max_wait_s is None
+    assert again.priority_classes["best-effort"].max_wait_s is None
+    assert again.priority_classes["urgent"].max_wait_s == 3600
+    assert again == instance
+
+
+def test_run_settings_travel_in_the_policy_block_and_nowhere_else(tmp_path: Path) -> None:
+    from whale_opt.io import read_round
+    from whale_opt.options import SolveOptions
+
+    base = read_instance(SMALL)
+    path = tmp_path / "round.json"
+    write_instance(path, base, SolveOptions(time_limit_s=2.5, seed=7, report_bound=False))
+    instance, options = read_round(path)
+    assert instance == base
+    assert options == SolveOptions(time_limit_s=2.5, seed=7, report_bound=False)
+    assert read_round(SMALL)[1].report_bound is True

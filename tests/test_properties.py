@@ -20,7 +20,8 @@ from whale_opt.io import (
     read_instance,
     write_instance,
 )
-from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
+from whale_opt.options import SolveOptions
+from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob
 from whale_opt.registry import get_policy
 from whale_opt.testing import gpu_types, instances, nodes, nvlink_layouts
 from whale_opt.topology import nvlink_edges
@@ -119,7 +120,6 @@ def test_cpsat_never_starts_a_job_on_no_gpus() -> None:
         types,
         (Node("a", "A", 1), Node("b", "A", 3, "nvswitch")),
         queue=(QueuedJob("q0", 2, 1), QueuedJob("q1", 2, 1)),
-        policy=Policy(time_limit_s=1.0),
     )
-    decision = get_policy("cpsat").decide(inst)
+    decision = get_policy("cpsat").decide(inst, SolveOptions(time_limit_s=1.0))
     assert check(inst, decision) == []

@@ -8,6 +8,7 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.placement.serial import assemble
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
 from whale_opt.registry import get_policy
@@ -173,7 +174,7 @@ class _PreemptForQ:
 
     name = "hand"
 
-    def decide(self, instance: Instance) -> Decision:
+    def decide(self, instance: Instance, options: SolveOptions = DEFAULT_OPTIONS) -> Decision:
         victim = next(job for job in instance.running if job.id == "be")
         jobs = [JobDecision("q", Action.START, gpus=victim.gpus, start_s=0, end_s=100)]
         jobs += [
@@ -237,9 +238,11 @@ def test_large_rounds_are_split_into_pools(monkeypatch: pytest.MonkeyPatch) -> N
     calls: list[int] = []
     real = solve_module.solve_split
 
-    def counted(instance: Instance, solve_pool: Any, solver: str, **_: Any) -> Decision:
+    def counted(
+        instance: Instance, solve_pool: Any, solver: str, options: Any, **_: Any
+    ) -> Decision:
         calls.append(len(instance.nodes))
-        return real(instance, solve_pool, solver, max_gpus=8)
+        return real(instance, solve_pool, solver, options, max_gpus=8)
 
     monkeypatch.setattr(solve_module, "solve_split", counted)
     scheduler = Scheduler(_cluster(), "wspt", split_above_gpus=8)

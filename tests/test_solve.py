@@ -9,7 +9,6 @@ round); a bound too costly for the limit is the trivial one.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import pytest
 
@@ -18,6 +17,7 @@ from whale_opt.budget import bound_fits, head_size, round_cost, split_size
 from whale_opt.check import check
 from whale_opt.decision import Action
 from whale_opt.generate import generate
+from whale_opt.options import SolveOptions
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.registry import get_policy
 from whale_opt.solve import TAIL_REASON, solve
@@ -37,19 +37,19 @@ def test_round_cost_counts_every_queued_job_times_its_eligible_nodes() -> None:
 
 
 def test_a_short_queue_is_neither_split_nor_cut() -> None:
-    instance = generate("hetero", gpus=256, queued=30, seed=1, time_limit_s=2.0)
-    assert split_size(instance) is None
+    instance = generate("hetero", gpus=256, queued=30, seed=1)
+    assert split_size(instance, 2.0) is None
     assert head_size(instance, wspt_order(instance), 0.5) == len(instance.queue)
-    decision = solve(instance, "wspt")
+    decision = solve(instance, "wspt", time_limit_s=2.0)
     assert not any(item.reason == TAIL_REASON for item in decision.jobs)
 
 
 def test_a_queue_too_long_for_one_rack_keeps_its_head_within_the_limit() -> None:
     # 8 DGX-1 nodes in one rack: nothing to split on.
-    instance = generate("dgx1", gpus=64, queued=1500, seed=1, time_limit_s=0.3)
-    assert split_size(instance) is None
+    instance = generate("dgx1", gpus=64, queued=1500, seed=1)
+    assert split_size(instance, 0.3) is None
     started = time.perf_counter()
-    decision = solve(instance, "cpsat")
+    decision = solve(instance, "cpsat", time_limit_s=0.3)
     # Uncut, this round takes about 2 s; cut, the limit (0.3 s) plus noise and, when it
     # runs first, the one-off CP-SAT import (about 0.3 s). The margin tells them apart.
     assert time.perf_counter() - started < 1.2
@@ -66,28 +66,27 @@ def test_a_queue_too_long_for_one_rack_keeps_its_head_within_the_limit() -> None
 
 
 def test_a_queue_too_long_for_the_limit_on_many_racks_is_split_into_pools() -> None:
-    instance = generate("hetero", gpus=256, queued=1200, seed=3, time_limit_s=1.0)
-    assert split_size(instance) is not None
+    instance = generate("hetero", gpus=256, queued=1200, seed=3)
+    assert split_size(instance, 1.0) is not None
     started = time.perf_counter()
-    decision = solve(instance, "cpsat")
+    decision = solve(instance, "cpsat", time_limit_s=1.0)
     assert time.perf_counter() - started <= 1.0 + SLACK_S
     assert check(instance, decision) == []
 
 
 def test_a_bound_too_costly_for_the_limit_is_the_trivial_one() -> None:
-    instance = generate("hetero", gpus=256, queued=300, seed=4, time_limit_s=1.0)
-    assert not bound_fits(instance)
-    decision = solve(instance, "wspt")
+    instance = generate("hetero", gpus=256, queued=300, seed=4)
+    assert not bound_fits(instance, 1.0)
+    decision = solve(instance, "wspt", time_limit_s=1.0)
     assert decision.bound == pytest.approx(trivial_bound(instance))
     assert check(instance, decision) == []
-    roomy = instance.replace(policy=replace(instance.policy, time_limit_s=60.0))
-    assert bound_fits(roomy)
+    assert bound_fits(instance, 60.0)
 
 
 def test_solve_without_a_split_decides_as_the_policy_does() -> None:
-    instance = generate("mixed", gpus=64, queued=20, seed=1, time_limit_s=1.0)
-    ours = solve(instance, "wspt", split=False)
-    theirs = get_policy("wspt").decide(instance)
+    instance = generate("mixed", gpus=64, queued=20, seed=1)
+    ours = solve(instance, "wspt", time_limit_s=1.0, split=False)
+    theirs = get_policy("wspt").decide(instance, SolveOptions(time_limit_s=1.0))
     assert [(i.id, i.action, i.start_s) for i in ours.jobs] == [
         (i.id, i.action, i.start_s) for i in theirs.jobs
     ]

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from whale_opt.cli import main
 from whale_opt.decision import Action
+from whale_opt.explain import Change, read_jobs, whatif
 from whale_opt.io import read_instance
-from whale_opt.whatif import Change, read_jobs, whatif
 
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
 

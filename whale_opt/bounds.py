@@ -35,10 +35,10 @@ import numpy as np
 from ortools.graph.python import min_cost_flow
 
 from whale_opt.placement.profile import Profile
+from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.rules import preemptible_now
-from whale_opt.topology import popcount
 
 _FOREVER = 2**62
 CHEAP_ABOVE = 500_000  # queued jobs x nodes past which lower_bound skips earliest placements
@@ -47,7 +47,8 @@ MAX_ARCS = 1_500_000  # time buckets are coarsened to keep the flow about this s
 
 def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
     """Per queued job, its earliest possible (start, end) with only running jobs present."""
-    timeline = ClusterState(instance, wait_for_release=False, priced=False)
+    relaxed = PlacementSearch(priced=False, wait_for_release=False)
+    timeline = ClusterState(instance, search=relaxed)
     starts, ends = [], []
     for position in range(len(instance.queue)):
         by_end = timeline.best_placement(position)
@@ -80,9 +81,9 @@ def _type_capacity(instance: Instance) -> dict[str, Profile]:
             continue
         speed = instance.gpu_types[node.gpu_type].speed
         profile = capacity.setdefault(node.gpu_type, Profile())
-        healthy = popcount(timeline.topologies[node_pos].healthy)
+        healthy = timeline.healthy_count(node_pos)
         profile.add(0, _FOREVER, healthy * speed)
-        used = timeline.gpu_use[node_pos]
+        used = timeline.gpu_profile(node_pos)
         for k, t in enumerate(used.times):
             end = used.times[k + 1] if k + 1 < len(used.times) else _FOREVER
             profile.add(t, end, -used.levels[k] * speed)
@@ -220,7 +221,7 @@ def trivial_bound(instance: Instance) -> float:
     )
 
 
-def reported_bound(instance: Instance) -> float:
+def reported_bound(instance: Instance, report_bound: bool = True) -> float:
     """The bound a decision reports: :func:`lower_bound`, or only the free
-    :func:`trivial_bound` when the policy turns the analytic one off."""
-    return lower_bound(instance) if instance.policy.report_bound else trivial_bound(instance)
+    :func:`trivial_bound` when ``report_bound`` (a run setting) is off."""
+    return lower_bound(instance) if report_bound else trivial_bound(instance)

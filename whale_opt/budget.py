@@ -67,18 +67,20 @@ def round_cost(instance: Instance) -> RoundCost:
     return RoundCost(pairs, greedy, bound * 1e-6)
 
 
-def bound_fits(instance: Instance, cost: RoundCost | None = None) -> bool:
+def bound_fits(instance: Instance, time_limit_s: float, cost: RoundCost | None = None) -> bool:
     """Whether the analytic bound is expected to fit its share of the time limit."""
     cost = round_cost(instance) if cost is None else cost
-    return cost.bound_s <= BOUND_SHARE * instance.policy.time_limit_s
+    return cost.bound_s <= BOUND_SHARE * time_limit_s
 
 
-def split_size(instance: Instance, cost: RoundCost | None = None) -> int | None:
+def split_size(
+    instance: Instance, time_limit_s: float, cost: RoundCost | None = None
+) -> int | None:
     """``max_gpus`` for pools when the list schedule would not fit its share of the
     time limit and the cluster has more than one rack of one type to split on;
     None when the round needs no split or none would help."""
     cost = round_cost(instance) if cost is None else cost
-    budget = GREEDY_SHARE * instance.policy.time_limit_s
+    budget = GREEDY_SHARE * time_limit_s
     if cost.greedy_s <= budget:
         return None
     groups = rack_groups(instance)

@@ -20,7 +20,8 @@ its remaining work, where the next round prices its wait like any other.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from whale_opt import preferences
@@ -69,7 +70,13 @@ class JobDecision:
 
 @dataclass(frozen=True)
 class Decision:
-    """A full round decision (decision@1)."""
+    """A full round decision (decision@1).
+
+    ``stats``: what the solver did this round, as named numbers (for CP-SAT:
+    ``greedy_value``, ``search_value``, ``lns_rounds``, ``lns_optimal``,
+    ``improved``, ``fallback``, ...); informational, solver-specific, empty
+    when the solver reports none. Not part of the hash.
+    """
 
     instance: str
     solver: str
@@ -79,6 +86,7 @@ class Decision:
     horizon_s: int
     jobs: tuple[JobDecision, ...]
     wall_s: float = 0.0
+    stats: Mapping[str, float | int] = field(default_factory=dict, hash=False)
 
     @property
     def gap(self) -> float:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from whale_opt.bounds import reported_bound, trivial_bound
 from whale_opt.budget import bound_fits
 from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.options import SolveOptions
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.reasons import deferral_reason
 from whale_opt.placement.records import to_job_decision, to_placement
@@ -177,7 +178,6 @@ def sub_instance(
     instance: Instance,
     pool: Pool,
     quotas: dict[str, int],
-    time_limit_s: float,
     max_preemptions: int | None = None,
 ) -> Instance:
     """``pool`` as an instance of its own: running jobs cut to its GPUs (those that
@@ -211,13 +211,13 @@ def sub_instance(
         running=tuple(running),
         queue=queue,
         tenants=pool_tenants(instance, pool, quotas),
-        policy=replace(instance.policy, time_limit_s=time_limit_s, max_preemptions=max_preemptions),
+        policy=replace(instance.policy, max_preemptions=max_preemptions),
         now=instance.now,
         priority_classes=instance.priority_classes,
     )
 
 
-PoolSolve = Callable[[Instance], Decision]
+PoolSolve = Callable[[Instance, SolveOptions], Decision]
 """How one pool is decided: any policy's round, ``split`` off (it is a pool already)."""
 
 
@@ -225,12 +225,15 @@ def solve_split(
     instance: Instance,
     solve_pool: PoolSolve,
     solver: str,
+    options: SolveOptions,
     *,
     max_gpus: int = DEFAULT_MAX_GPUS,
     executor: Executor | None = None,
     workers: int = 1,
 ) -> Decision:
     """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
+
+    Each pool gets ``options`` with its share of the time limit.
 
     ``executor`` runs the pools (any :class:`concurrent.futures.Executor`: local
     processes, or a distributed one; ``solve_pool`` and the pools must then
@@ -245,22 +248,17 @@ def solve_split(
     # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
     parallel = max(workers, 1) if executor is not None else 1
     waves = max(1, -(-len(busy) // parallel))
-    spare = POOL_SHARE * instance.policy.time_limit_s - (time.perf_counter() - started)
+    spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
+    pool_options = options.replace(time_limit_s=max(0.05, spare / waves))
     subs = [
-        sub_instance(
-            instance,
-            parts[k],
-            {n: split[k] for n, split in shares.items()},
-            max(0.05, spare / waves),
-            caps[k],
-        )
+        sub_instance(instance, parts[k], {n: split[k] for n, split in shares.items()}, caps[k])
         for k in busy
     ]
     if executor is None:
-        decisions = [solve_pool(sub) for sub in subs]
+        decisions = [solve_pool(sub, pool_options) for sub in subs]
     else:
-        decisions = list(executor.map(solve_pool, subs))
-    return merge(instance, parts, decisions, solver, started)
+        decisions = list(executor.map(solve_pool, subs, [pool_options] * len(subs)))
+    return merge(instance, parts, decisions, solver, started, options)
 
 
 def _has_quota(instance: Instance, position: int) -> bool:
@@ -347,7 +345,12 @@ class _Merge:
 
 
 def merge(
-    instance: Instance, parts: list[Pool], decisions: list[Decision], solver: str, started: float
+    instance: Instance,
+    parts: list[Pool],
+    decisions: list[Decision],
+    solver: str,
+    started: float,
+    options: SolveOptions,
 ) -> Decision:
     """One decision for the whole instance from the pools' decisions.
 
@@ -396,5 +399,6 @@ def merge(
         else (Status.GREEDY_FALLBACK)
     )
 
-    bound = reported_bound(instance) if bound_fits(instance) else trivial_bound(instance)
+    fits = options.report_bound and bound_fits(instance, options.time_limit_s)
+    bound = reported_bound(instance) if fits else trivial_bound(instance)
     return assemble(instance, solver, jobs, status, bound, started)

@@ -202,7 +202,6 @@ def generate(
     queued: int = 500,
     load: float = 0.8,
     seed: int = 0,
-    time_limit_s: float = 5.0,
 ) -> Instance:
     """A seeded instance of ``family`` with about ``gpus`` GPUs and ``queued`` jobs."""
     rng = np.random.default_rng(seed)
@@ -244,5 +243,5 @@ def generate(
         running=tuple(running),
         queue=tuple(queue),
         tenants=tenants,
-        policy=Policy(time_limit_s=time_limit_s, seed=seed),
+        policy=Policy(),
     )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import jsonschema
 
 from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.options import RUN_SETTINGS, SolveOptions
 from whale_opt.problem_data import (
     DEFAULT_CLASS,
     DEFAULT_PRIORITY_CLASSES,
@@ -212,7 +213,7 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         name: _build(source, f"tenants.{name}", Tenant, name, **spec)
         for name, spec in raw.get("tenants", {}).items()
     }
-    policy = _build(source, "policy", Policy, **raw.get("policy", {}))
+    policy = _build(source, "policy", Policy, **_problem_policy(raw))
     classes = {
         name: _build(source, f"priority_classes.{name}", PriorityClass, name, **spec)
         for name, spec in raw.get("priority_classes", {}).items()
@@ -231,6 +232,28 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         now=raw.get("now", 0),
         priority_classes=classes,
     )
+
+
+def _problem_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``policy`` block without its run settings (those are :class:`SolveOptions`)."""
+    return {k: v for k, v in raw.get("policy", {}).items() if k not in RUN_SETTINGS}
+
+
+def options_from_dict(raw: Any, source: str = "<instance>") -> SolveOptions:
+    """The run settings of parsed instance@1 JSON (its ``policy`` block's
+    ``time_limit_s``, ``seed`` and ``report_bound``; defaults where it is silent)."""
+    block = raw.get("policy", {}) if isinstance(raw, Mapping) else {}
+    settings = (
+        {k: v for k, v in block.items() if k in RUN_SETTINGS} if isinstance(block, Mapping) else {}
+    )
+    return _build(source, "policy", SolveOptions, **settings)
+
+
+def read_round(path: str | Path) -> tuple[Instance, SolveOptions]:
+    """Read an instance@1 file as the problem and the run settings it names."""
+    raw = load_json(path)
+    instance = instance_from_dict(raw, str(path))
+    return instance, options_from_dict(raw, str(path))
 
 
 def _running(spec: Mapping[str, Any]) -> RunningJob:
@@ -279,8 +302,10 @@ def read_instance(path: str | Path) -> Instance:
     return instance_from_dict(load_json(path), str(path))
 
 
-def instance_to_dict(instance: Instance) -> dict[str, Any]:
-    """The instance@1 JSON object of ``instance`` (defaults left out)."""
+def instance_to_dict(instance: Instance, options: SolveOptions | None = None) -> dict[str, Any]:
+    """The instance@1 JSON object of ``instance`` (defaults left out), with the run
+    settings of ``options`` in its ``policy`` block when given."""
+    settings = {} if options is None else {k: getattr(options, k) for k in RUN_SETTINGS}
     return {
         "format": INSTANCE_FORMAT,
         "name": instance.name,
@@ -301,14 +326,22 @@ def instance_to_dict(instance: Instance) -> dict[str, Any]:
             for t in instance.tenants.values()
         },
         "priority_classes": {
-            c.name: {"weight": c.weight, "rank": c.rank, "preemptible": c.preemptible}
+            c.name: {
+                "weight": c.weight,
+                "rank": c.rank,
+                "preemptible": c.preemptible,
+                "max_wait_s": c.max_wait_s,
+            }
             for c in instance.priority_classes.values()
             if DEFAULT_PRIORITY_CLASSES.get(c.name) != c
         },
         "policy": {
-            key: value
-            for key, value in dataclasses.asdict(instance.policy).items()
-            if value is not None
+            **{
+                key: value
+                for key, value in dataclasses.asdict(instance.policy).items()
+                if value is not None or key == "max_wait_s"  # null: no ceiling
+            },
+            **settings,
         },
     }
 
@@ -389,8 +422,8 @@ def _queued_dict(job: QueuedJob) -> dict[str, Any]:
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
-    """The decision@1 JSON object of ``decision``."""
-    return {
+    """The decision@1 JSON object of ``decision`` (``stats`` only when it has any)."""
+    out: dict[str, Any] = {
         "format": DECISION_FORMAT,
         "instance": decision.instance,
         "solver": decision.solver,
@@ -402,6 +435,9 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         "horizon_s": decision.horizon_s,
         "jobs": [_job_dict(item) for item in decision.jobs],
     }
+    if decision.stats:
+        out["stats"] = dict(decision.stats)
+    return out
 
 
 def _job_dict(item: JobDecision) -> dict[str, Any]:
@@ -451,6 +487,7 @@ def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
         horizon_s=raw["horizon_s"],
         jobs=jobs,
         wall_s=raw.get("wall_s", 0.0),
+        stats=dict(raw.get("stats", {})),
     )
 
 
@@ -481,9 +518,11 @@ def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
         raise
 
 
-def write_instance(path: str | Path, instance: Instance) -> None:
-    """Write ``instance`` as an instance@1 file."""
-    write_json(path, instance_to_dict(instance))
+def write_instance(
+    path: str | Path, instance: Instance, options: SolveOptions | None = None
+) -> None:
+    """Write ``instance`` (and the run settings of ``options``) as an instance@1 file."""
+    write_json(path, instance_to_dict(instance, options))
 
 
 def write_decision(path: str | Path, decision: Decision) -> None:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 
 # Records freeze their maps as MappingProxyType; this makes them picklable (pools
@@ -28,6 +28,16 @@ NVLINK_LAYOUTS = ("nvswitch", "hybrid-cube-mesh", "pairs", "pcie")
 TOPOLOGIES = ("nvlink", "node", "rack", "any")
 DEFAULT_HORIZON_S = 604_800
 DEFAULT_CLASS = "training"
+# Defaults of the wait ceiling and aging where a file or caller is silent; the
+# README's "Wait ceiling and aging" gives the reasoning.
+DEFAULT_MAX_WAIT_S = 86_400  # 24 h
+DEFAULT_BEST_EFFORT_MAX_WAIT_S = 259_200  # 72 h
+DEFAULT_AGING_PER_HOUR = 0.05  # weight x 2.2 after 24 h
+FROM_POLICY: Literal["policy"] = "policy"
+"""A :class:`PriorityClass` whose ``max_wait_s`` is this takes :attr:`Policy.max_wait_s`."""
+OVERDUE_LIFT = 2.0
+"""An overdue job's Smith ratio is lifted to this many times the largest ratio
+of any job not overdue (see :attr:`Instance.weights`)."""
 
 
 class FieldError(ValueError):
@@ -88,6 +98,19 @@ def _integer(path: str, value: Any, minimum: int, *, optional: bool = False) -> 
         path,
         value,
         f"must be an integer >= {minimum}",
+    )
+
+
+def _max_wait(path: str, value: Any, *, from_policy: bool = False) -> None:
+    """A wait ceiling: an integer >= 1, None (no ceiling), or "policy" where allowed."""
+    if from_policy and value == FROM_POLICY:
+        return
+    also = ', or "policy"' if from_policy else ""
+    _require(
+        value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1),
+        path,
+        value,
+        f"must be an integer >= 1 (seconds), null (no ceiling){also}",
     )
 
 
@@ -321,17 +344,27 @@ class QueuedJob:
 
 @dataclass(frozen=True)
 class PriorityClass:
-    """A priority class: a weight factor, a rank, and whether it may be preempted.
+    """A priority class: a weight factor, a rank, a wait ceiling, and whether it
+    may be preempted.
 
     A job's weight in the objective is its own weight times its class's
     ``weight``; heuristics start higher ``rank`` first, and a running job may
     be preempted for a job of a higher rank only (or to reclaim a guarantee).
+
+    ``max_wait_s`` is the class's wait ceiling: a job of the class that has
+    waited longer is overdue and goes ahead of every job that is not, across
+    classes (:attr:`Instance.overdue`). ``"policy"`` (the default) takes
+    :attr:`Policy.max_wait_s`; None means no ceiling for the class. The
+    ceiling belongs to the class, as its weight and rank do, so an operator's
+    own classes get theirs the same way; the built-in ``best-effort`` class
+    has its own, longer one.
     """
 
     name: str
     weight: float = 1.0
     rank: int = 0
     preemptible: bool = True
+    max_wait_s: int | Literal["policy"] | None = FROM_POLICY
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
@@ -342,13 +375,20 @@ class PriorityClass:
             self.rank,
             "must be an integer",
         )
+        _max_wait("max_wait_s", self.max_wait_s, from_policy=True)
 
 
 DEFAULT_PRIORITY_CLASSES: Mapping[str, PriorityClass] = MappingProxyType(
     {
         "online": PriorityClass("online", weight=10.0, rank=2, preemptible=False),
         DEFAULT_CLASS: PriorityClass(DEFAULT_CLASS, weight=1.0, rank=1, preemptible=True),
-        "best-effort": PriorityClass("best-effort", weight=0.1, rank=0, preemptible=True),
+        "best-effort": PriorityClass(
+            "best-effort",
+            weight=0.1,
+            rank=0,
+            preemptible=True,
+            max_wait_s=DEFAULT_BEST_EFFORT_MAX_WAIT_S,
+        ),
     }
 )
 
@@ -397,9 +437,8 @@ class Policy:
     ``zone_penalty_s`` is the price, in weighted seconds per unit of weight,
     of placing a job outside its preferred zone; ``allow_preemption`` lets a
     decision preempt preemptible running jobs (off: every running job keeps
-    its GPUs); ``report_bound`` off skips the analytic lower bound (only the
-    free sum of weighted shortest durations is reported), for simulations
-    where nobody reads it.
+    its GPUs). Run settings (time limit, seed, bound) are not here: see
+    :class:`whale_opt.options.SolveOptions`.
 
     ``gpu_type_penalty_s`` and ``nvlink_penalty_s`` price, like the zone,
     a job placed off its ``preferred_gpu_types`` or, with ``prefer_nvlink``,
@@ -407,33 +446,36 @@ class Policy:
     job's weight by that fraction per hour waited (0: no aging).
     ``min_run_s`` is how long a job must have run before it may be
     preempted; ``max_preemptions`` caps the preemptions of one round.
+
+    ``max_wait_s`` is the wait ceiling of every priority class that does not
+    set its own (:attr:`PriorityClass.max_wait_s`; None: no ceiling): a job
+    that has waited longer is overdue and goes ahead of every job that is
+    not (:attr:`Instance.overdue`). Aging and the ceiling are on by default
+    (0.05 per hour, 24 h): the README's "Wait ceiling and aging" says why.
     """
 
-    time_limit_s: float = 10.0
     horizon_s: int = DEFAULT_HORIZON_S
-    seed: int = 0
     zone_penalty_s: int = 3600
     allow_preemption: bool = False
-    report_bound: bool = True
     gpu_type_penalty_s: int = 3600
     nvlink_penalty_s: int = 3600
-    aging_per_hour: float = 0.0
+    aging_per_hour: float = DEFAULT_AGING_PER_HOUR
     min_run_s: int = 0
     max_preemptions: int | None = None
+    max_wait_s: int | None = DEFAULT_MAX_WAIT_S
 
     def __post_init__(self) -> None:
-        _positive("time_limit_s", self.time_limit_s)
         _require(
             isinstance(self.horizon_s, int) and self.horizon_s >= 1,
             "horizon_s",
             self.horizon_s,
             "must be an integer >= 1",
         )
-        _require(isinstance(self.seed, int), "seed", self.seed, "must be an integer")
         for name in ("zone_penalty_s", "gpu_type_penalty_s", "nvlink_penalty_s", "min_run_s"):
             _integer(name, getattr(self, name), 0)
         _nonneg("aging_per_hour", self.aging_per_hour)
         _integer("max_preemptions", self.max_preemptions, 0, optional=True)
+        _max_wait("max_wait_s", self.max_wait_s)
 
 
 @dataclass(frozen=True)
@@ -450,7 +492,22 @@ class Instance:
 
     Construction checks every cross-reference (unknown GPU types, duplicate
     ids, GPU ids out of range or held twice) and precomputes, per queued job,
-    the GPU types it may use and its duration on each.
+    the GPU types it may use and its duration on each, whether it is overdue
+    and its effective weight.
+
+    ``overdue[k]``: queued job ``k`` has waited (``-submitted_at``) longer
+    than its ceiling (:meth:`max_wait`). Every order-based policy puts
+    overdue jobs first, across classes, in the order they passed their
+    ceilings (:func:`whale_opt.policies.ordered.ranked`).
+
+    ``weights[k]``: its weight x its class's factor x (1 + ``aging_per_hour``
+    x hours waited); an overdue job's is then raised, where it is lower, to
+    :data:`OVERDUE_LIFT` x the largest Smith ratio (effective weight / (GPUs x
+    shortest duration)) of the jobs not overdue, times its own GPUs x
+    shortest duration. Its ratio then exceeds every other job's, so the
+    objective CP-SAT minimises ranks it first as the order rule does. The
+    decision's objective and bound are computed with these weights too, so
+    an overdue job weighs more there than its aged weight.
     """
 
     name: str
@@ -467,6 +524,7 @@ class Instance:
     gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
     eligible_types: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
     durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
+    overdue: tuple[bool, ...] = field(init=False, repr=False, compare=False)
     weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
     running_weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
     queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
@@ -503,8 +561,9 @@ class Instance:
         )
         self._check_queue()
         object.__setattr__(
-            self, "weights", tuple(self._effective_weight(job) for job in self.queue)
+            self, "overdue", tuple(self._past_ceiling(k) for k in range(len(self.queue)))
         )
+        object.__setattr__(self, "weights", self._lift_overdue())
         object.__setattr__(
             self,
             "running_weights",
@@ -516,9 +575,34 @@ class Instance:
 
     def _effective_weight(self, job: QueuedJob) -> float:
         """Weight x class factor x (1 + aging_per_hour x hours waited)."""
-        waited_h = max(0, -job.submitted_at) / 3600
+        waited_h = waited_s(job) / 3600
         factor = self.priority_classes[job.priority_class].weight
         return job.weight * factor * (1.0 + self.policy.aging_per_hour * waited_h)
+
+    def _past_ceiling(self, position: int) -> bool:
+        """Whether queued job ``position`` has waited longer than its ceiling."""
+        at = self.ceiling_at(position)
+        return at is not None and at < 0
+
+    def _lift_overdue(self) -> tuple[float, ...]:
+        """Effective weights, overdue jobs' raised to dominate (see the class docstring)."""
+        weights = [self._effective_weight(job) for job in self.queue]
+        area = [
+            None if (shortest := self.min_duration(k)) is None else job.gpus * shortest
+            for k, job in enumerate(self.queue)
+        ]
+        largest = max(
+            (
+                weights[k] / size
+                for k, size in enumerate(area)
+                if size is not None and not self.overdue[k]
+            ),
+            default=0.0,
+        )
+        for k, size in enumerate(area):
+            if self.overdue[k] and size is not None:
+                weights[k] = max(weights[k], OVERDUE_LIFT * largest * size)
+        return tuple(weights)
 
     def _check_class(self, path: str, name: str) -> None:
         _require(
@@ -619,6 +703,17 @@ class Instance:
         """Position of a queued job in ``queue`` (KeyError when it is not queued)."""
         return self.queue_index[job_id]
 
+    def max_wait(self, job: QueuedJob | RunningJob) -> int | None:
+        """The wait ceiling of ``job``'s class: its own, else the policy's (None: none)."""
+        own = self.priority_classes[job.priority_class].max_wait_s
+        return self.policy.max_wait_s if isinstance(own, str) else own
+
+    def ceiling_at(self, position: int) -> int | None:
+        """When queued job ``position`` reaches its ceiling, in seconds from now
+        (negative: passed it that long ago); None when its class has none."""
+        ceiling = self.max_wait(self.queue[position])
+        return None if ceiling is None else self.queue[position].submitted_at + ceiling
+
     def min_duration(self, position: int) -> int | None:
         """Shortest duration of queued job ``position`` over its eligible types."""
         values = self.durations[position].values()
@@ -651,6 +746,11 @@ def tenant_guarantee(instance: Instance, tenant: str) -> int:
     """The GPUs guaranteed to ``tenant`` (0 when it has no guarantee)."""
     record = instance.tenants.get(tenant)
     return 0 if record is None or record.guaranteed_gpus is None else record.guaranteed_gpus
+
+
+def waited_s(job: QueuedJob) -> int:
+    """Seconds ``job`` has waited by the round's now (0 for a future submit time)."""
+    return max(0, -job.submitted_at)
 
 
 def class_rank(instance: Instance, job: QueuedJob | RunningJob) -> int:

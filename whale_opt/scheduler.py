@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from whale_opt.decision import Action, Decision
+from whale_opt.options import SolveOptions
 from whale_opt.policies import SchedulingPolicy
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
 from whale_opt.registry import get_policy
@@ -69,8 +70,12 @@ class Scheduler:
         :func:`whale_opt.solve.solve` decides (rounds on more than
         ``split_above_gpus`` GPUs split into pools), or any object with the
         :class:`~whale_opt.policies.SchedulingPolicy` shape, called as it is.
+    options
+        Run settings of every round (time limit, seed, bound, preset; default
+        ``SolveOptions()``).
     preset
-        CP-SAT parameter preset (ignored by the heuristics).
+        CP-SAT parameter preset (ignored by the heuristics); overrides the
+        one in ``options``.
     checkpoint_interval_s
         Running jobs are assumed to checkpoint every this many seconds of
         computing, unless the caller reports their checkpoints (None: no
@@ -87,6 +92,7 @@ class Scheduler:
         cluster: Instance,
         policy: str | SchedulingPolicy = "wspt",
         *,
+        options: SolveOptions | None = None,
         preset: str | None = None,
         checkpoint_interval_s: int | None = None,
         checkpoint_s: int = 0,
@@ -98,8 +104,11 @@ class Scheduler:
             raise ValueError(f"checkpoint_s must be >= 0 (got {checkpoint_s})")
         self.template = cluster
         self.solver = policy if isinstance(policy, str) else None
-        self.policy = get_policy(policy, preset=preset) if isinstance(policy, str) else policy
-        self.preset = preset
+        options = SolveOptions() if options is None else options
+        self.options = options if preset is None else options.replace(preset=preset)
+        self.policy = (
+            get_policy(policy, preset=self.options.preset) if isinstance(policy, str) else policy
+        )
         self.checkpoint_interval_s = checkpoint_interval_s
         self.checkpoint_s = checkpoint_s
         self.split_above_gpus = split_above_gpus
@@ -304,12 +313,12 @@ class Scheduler:
         """
         instance = self.snapshot(now) if instance is None else instance
         if self.solver is None:
-            return self.policy.decide(instance)  # the caller's own policy object
+            return self.policy.decide(instance, self.options)  # the caller's own policy object
         # Large or overloaded rounds are split into pools or cut to their head.
         return solve(
             instance,
             self.solver,
-            preset=self.preset,
+            self.options,
             split_above_gpus=self.split_above_gpus,
             policy=self.policy,
         )

@@ -20,13 +20,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import replace
 from functools import partial
 
 from whale_opt.bounds import trivial_bound
 from whale_opt.budget import GREEDY_SHARE, bound_fits, head_size, round_cost, split_size
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
+from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import assemble
 from whale_opt.policies.protocol import SchedulingPolicy
 from whale_opt.policies.wspt import wspt_order
@@ -45,6 +45,7 @@ TAIL_REASON = (
 def solve(
     instance: Instance,
     solver: str = "wspt",
+    options: SolveOptions | None = None,
     *,
     preset: str | None = None,
     time_limit_s: float | None = None,
@@ -55,8 +56,8 @@ def solve(
 ) -> Decision:
     """Decide one round of ``instance`` with the named policy or solver.
 
-    ``time_limit_s`` overrides the instance's policy; ``preset`` names a
-    CP-SAT parameter preset (ignored by the heuristics). Clusters with more
+    ``options`` are the run settings (default ``SolveOptions()``);
+    ``time_limit_s`` and ``preset`` override theirs. Clusters with more
     than ``split_above_gpus`` GPUs (None: no such threshold), and rounds
     whose queue is too long for the time limit, are cut into pools solved in
     parallel (:mod:`whale_opt.decompose`) unless ``split`` is off; a queue
@@ -66,46 +67,66 @@ def solve(
     runs the pools of a split round (default: :data:`LOCAL_WORKERS` local
     processes).
     """
+    options = SolveOptions() if options is None else options
     if time_limit_s is not None:
-        instance = instance.replace(policy=replace(instance.policy, time_limit_s=time_limit_s))
+        options = options.replace(time_limit_s=time_limit_s)
+    if preset is not None:
+        options = options.replace(preset=preset)
     if policy is None:
-        policy = get_policy(solver, preset=preset)  # fail early on a bad name or preset
+        policy = get_policy(solver, preset=options.preset)  # fail early on a bad name or preset
     cost = round_cost(instance)
     if split:
         gpus = sum(node.gpus for node in instance.nodes)
-        max_gpus = split_size(instance, cost)
+        max_gpus = split_size(instance, options.time_limit_s, cost)
         large = split_above_gpus is not None and gpus > split_above_gpus
         if large and (max_gpus is None or max_gpus >= DEFAULT_MAX_GPUS):
             max_gpus = DEFAULT_MAX_GPUS
         if max_gpus is not None:
-            return _solve_pools(instance, solver, preset, max_gpus, executor)
-    if instance.policy.report_bound and not bound_fits(instance, cost):
-        instance = instance.replace(policy=replace(instance.policy, report_bound=False))
-    budget = GREEDY_SHARE * instance.policy.time_limit_s
+            return _solve_pools(instance, solver, options, max_gpus, executor)
+    if options.report_bound and not bound_fits(instance, options.time_limit_s, cost):
+        options = options.replace(report_bound=False)
+    budget = GREEDY_SHARE * options.time_limit_s
     if cost.greedy_s > budget:
         head = head_size(instance, wspt_order(instance), budget)
         if head < len(instance.queue):
-            return solve_head(instance, head, policy.decide, solver)
-    return policy.decide(instance)
+            return solve_head(instance, head, partial(policy.decide, options=options), solver)
+    return policy.decide(instance, options)
+
+
+def solve_one_pool(instance: Instance, options: SolveOptions, *, solver: str) -> Decision:
+    """One pool of a split round, decided by ``solver`` (a pool is not split again)."""
+    return solve(instance, solver, options, split=False)
 
 
 def _solve_pools(
     instance: Instance,
     solver: str,
-    preset: str | None,
+    options: SolveOptions,
     max_gpus: int,
     executor: Executor | None,
 ) -> Decision:
     """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``."""
-    solve_pool = partial(solve, solver=solver, preset=preset, split=False)
+    solve_pool = partial(solve_one_pool, solver=solver)
     if executor is not None:
         workers = getattr(executor, "_max_workers", LOCAL_WORKERS)
         return solve_split(
-            instance, solve_pool, solver, max_gpus=max_gpus, executor=executor, workers=workers
+            instance,
+            solve_pool,
+            solver,
+            options,
+            max_gpus=max_gpus,
+            executor=executor,
+            workers=workers,
         )
     with ProcessPoolExecutor(max_workers=LOCAL_WORKERS) as pool:
         return solve_split(
-            instance, solve_pool, solver, max_gpus=max_gpus, executor=pool, workers=LOCAL_WORKERS
+            instance,
+            solve_pool,
+            solver,
+            options,
+            max_gpus=max_gpus,
+            executor=pool,
+            workers=LOCAL_WORKERS,
         )
 
 

@@ -575,9 +575,7 @@ def instances(
         tenants = draw(_with_guarantees(tenants, tenant_names))
     horizon = draw(st.one_of(st.just(DEFAULT_HORIZON_S), st.integers(1, 5_000)))
     policy = Policy(
-        time_limit_s=10.0,
         horizon_s=horizon,
-        seed=draw(st.integers(0, 3)),
         zone_penalty_s=draw(st.sampled_from([3600, 0, 600])),
         allow_preemption=allow_preemption,
         gpu_type_penalty_s=draw(st.sampled_from(PENALTIES_S)) if has_preferences else 3600,

@@ -16,6 +16,7 @@ import pytest
 from whale_opt.check import check
 from whale_opt.cpsat import CpSatPolicy
 from whale_opt.decision import Action
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import Instance
 
 from .builders import A100, H100, gpu_ids, holding, job, node, round_of, solve, solve_round
@@ -215,9 +216,8 @@ def test_start_now_choice_job_that_is_a_gang_on_small_nodes_and_single_on_big_on
     instance = round_of(
         [node("s0", 2, "pairs", gpu_type=small_type), node("a0")],
         [job("q", 4, 1000), job("q2", 8, 1000)],
-        time_limit_s=0.5,
     )
-    decision = CpSatPolicy().decide(instance)
+    decision = CpSatPolicy().decide(instance, SolveOptions(time_limit_s=0.5))
     assert check(instance, decision) == []
 
 

@@ -17,6 +17,7 @@ import pytest
 from whale_opt.bounds import lower_bound
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.problem_data import Instance, Node, QueuedJob, RunningJob
 from whale_opt.registry import get_policy
@@ -118,8 +119,6 @@ def random_round(seed: int) -> Instance:
         _random_running(rng, nodes),
         quotas=quotas,
         horizon_s=rng.choice([604_800, 604_800, 2000]),
-        time_limit_s=RANDOM_TIME_LIMIT_S,
-        seed=seed % 3,
     )
 
 
@@ -127,7 +126,10 @@ def random_round(seed: int) -> Instance:
 def test_cpsat_against_brute_force_on_a_tiny_round(seed: int) -> None:
     instance = random_round(seed)
     best = brute_force(instance).objective
-    decision = solve_round(instance)  # valid, never worse than the greedy, bound <= objective
+    options = SolveOptions(time_limit_s=RANDOM_TIME_LIMIT_S, seed=seed % 3)
+    decision = solve_round(
+        instance, options=options
+    )  # valid, never worse than the greedy, bound <= objective
     assert decision.bound <= best + TOLERANCE
     assert lower_bound(instance) <= best + TOLERANCE
     if decision.status.value == "optimal":
@@ -157,6 +159,7 @@ def test_heavier_job_per_second_starts_first_on_the_one_free_node() -> None:
             job("light", 8, 1000, weight=1.0, submitted_at=-600),
             job("heavy", 8, 1000, weight=3.0, submitted_at=0),
         ],
+        aging_per_hour=0.0,  # the objective below prices light's 600 s wait unaged
     )
     for decision in solve(instance):
         assert decision.job("heavy").action is Action.START

@@ -15,17 +15,14 @@ from whale_opt.cpsat import CpSatPolicy
 from whale_opt.decision import Action, Decision
 from whale_opt.generate import generate
 from whale_opt.io import read_instance
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import Instance
 from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
-from .builders import TOLERANCE, model_from, solve_model
+from .builders import TOLERANCE, assert_priced_exactly, model_from, solve_model
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
-
-
-def _limited(instance: Instance, seconds: float) -> Instance:
-    return instance.replace(policy=dataclasses.replace(instance.policy, time_limit_s=seconds))
 
 
 def _job_decisions(decision: Decision) -> tuple[tuple[object, ...], ...]:
@@ -41,9 +38,9 @@ def test_cpsat_decision_is_valid_complete_and_never_worse_than_the_greedy(
     instance: Instance,
 ) -> None:
     # Short: with preemption possible the bound is 0, so the search runs to the limit.
-    instance = _limited(instance, 0.1)
-    decision = CpSatPolicy().decide(instance)
-    greedy = get_policy("wspt").decide(instance)
+    options = SolveOptions(time_limit_s=0.1)
+    decision = CpSatPolicy().decide(instance, options)
+    greedy = get_policy("wspt").decide(instance, options)
     assert check(instance, decision) == []
     assert decision.objective <= greedy.objective + TOLERANCE
     assert decision.bound <= decision.objective + TOLERANCE
@@ -68,10 +65,16 @@ def test_deterministic_preset_gives_the_same_decision_on_reruns(
     # Small enough that the preset's fixed move and round counts finish well
     # inside the wall-clock safety net, big enough that the search improves on
     # the greedy (so there is something to be nondeterministic about).
-    instance = generate("mixed", gpus=gpus, queued=queued, seed=seed, time_limit_s=2.0)
-    runs = [CpSatPolicy("deterministic").decide(instance) for _ in range(3)]
+    instance = generate("mixed", gpus=gpus, queued=queued, seed=seed)
+    runs = [
+        CpSatPolicy("deterministic").decide(instance, SolveOptions(time_limit_s=2.0))
+        for _ in range(3)
+    ]
     assert all(check(instance, run) == [] for run in runs)
-    assert runs[0].objective < get_policy("wspt").decide(instance).objective
+    assert (
+        runs[0].objective
+        < get_policy("wspt").decide(instance, SolveOptions(time_limit_s=2.0)).objective
+    )
     assert len({_job_decisions(run) for run in runs}) == 1
     assert len({run.objective for run in runs}) == 1
 
@@ -87,8 +90,8 @@ def test_unknown_preset_raises_naming_the_known_ones() -> None:
 
 def test_round_keeps_to_its_time_limit_on_the_fragmented_instance() -> None:
     path = INSTANCES / "fragmented" / "fragmented-256g-120q.json"
-    instance = _limited(read_instance(path), 1.0)
-    decision = CpSatPolicy().decide(instance)
+    instance = read_instance(path)
+    decision = CpSatPolicy().decide(instance, SolveOptions(time_limit_s=1.0))
     assert decision.wall_s <= 1.5
     assert check(instance, decision) == []
     assert decision.objective <= get_policy("wspt").decide(instance).objective + TOLERANCE
@@ -103,13 +106,12 @@ def test_round_keeps_to_its_time_limit_on_the_fragmented_instance() -> None:
 def test_cpsat_with_classes_preferences_and_preemption_is_valid_and_never_worse_than_wspt(
     instance: Instance,
 ) -> None:
-    instance = _limited(instance, 0.05)
+    options = SolveOptions(time_limit_s=0.05)
     policy = CpSatPolicy()
-    decision = policy.decide(instance)
+    decision = policy.decide(instance, options)
     assert check(instance, decision) == []
     assert decision.objective <= get_policy("wspt").decide(instance).objective + TOLERANCE
-    assert not policy.stats.fallback
-    assert policy.stats.pricing_gap <= TOLERANCE * max(1.0, decision.objective)
+    assert_priced_exactly(decision)
 
 
 @st.composite

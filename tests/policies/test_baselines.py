@@ -13,7 +13,7 @@ from whale_opt.io import read_instance
 from whale_opt.policies.hybrid import HybridPolicy
 from whale_opt.policies.las import LasPolicy
 from whale_opt.policies.sjf import SjfPolicy
-from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
+from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
 from whale_opt.registry import REGISTRY, get_policy
 from whale_opt.testing import instances
 
@@ -150,13 +150,14 @@ def test_las_is_fifo_inside_the_second_queue() -> None:
 
 def test_hybrid_ages_a_long_waiting_job_past_a_fresh_heavy_one() -> None:
     # Rate: 1 weight unit per hour waited. Fresh weight 4 vs weight 1 + hours waited.
+    # The policy's own aging applies where the instance sets none: set it to 0.
     def round_with(waited_h: float) -> Instance:
         return one_round(
             [
                 QueuedJob("fresh-heavy", 4, duration_s=600, weight=4.0, submitted_at=0),
                 QueuedJob("old-light", 4, duration_s=600, submitted_at=-int(waited_h * HOUR)),
             ]
-        )
+        ).replace(policy=Policy(aging_per_hour=0.0))
 
     assert HybridPolicy.AGING_PER_HOUR == 1.0
     assert started(get_policy("hybrid").decide(round_with(2))) == ["fresh-heavy"]  # 3 < 4

@@ -95,7 +95,8 @@ def test_hybrid_does_not_age_twice_when_the_instance_ages_weights() -> None:
     assert started(decided(round_with(2, aging), "hybrid")) == ["fresh-heavy"]
     assert started(decided(round_with(4, aging), "hybrid")) == ["old-light"]
     # Without an instance rate, the policy's own linear aging applies: 1 + 2 = 3 < 4.
-    assert started(decided(round_with(2, Policy()), "hybrid")) == ["fresh-heavy"]
-    assert started(HybridPolicy(aging_per_hour=2.0).decide(round_with(2, Policy()))) == [
+    no_rate = Policy(aging_per_hour=0.0)
+    assert started(decided(round_with(2, no_rate), "hybrid")) == ["fresh-heavy"]
+    assert started(HybridPolicy(aging_per_hour=2.0).decide(round_with(2, no_rate))) == [
         "old-light"  # 1 + 2 x 2 = 5 > 4
     ]

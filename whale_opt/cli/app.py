@@ -13,16 +13,18 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from whale_opt.check import check
+from whale_opt.cpsat.presets import preset_names
 from whale_opt.decision import Action, Decision
 from whale_opt.io import (
     InputError,
     decision_to_dict,
     read_decision,
     read_instance,
+    read_round,
     schema,
     write_decision,
 )
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import FieldError, Instance
 from whale_opt.solve import SOLVERS, solve
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,13 +33,14 @@ EXIT_INVALID = 1
 
 
 def _input_errors(command: F) -> F:
-    """Turn :class:`InputError` into one clear line and exit code 2."""
+    """Turn :class:`InputError` (a bad file) and :class:`FieldError` (a bad option
+    value, such as an unknown ``--preset``) into one clear line and exit code 2."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except InputError as exc:
+        except (InputError, FieldError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
 
@@ -91,7 +94,11 @@ def _kind(path: Path) -> str:
     type=click.Choice(sorted(SOLVERS)),
     help="Policy or solver to run.",
 )
-@click.option("--preset", default=None, help="CP-SAT parameter preset (solvers/<name>.toml).")
+@click.option(
+    "--preset",
+    default=None,
+    help=f"CP-SAT parameter preset: {', '.join(preset_names())} (default: default).",
+)
 @click.option("--time-limit", type=float, default=None, help="Seconds; overrides the instance.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write decision@1 here.")
 @click.option("--json", "as_json", is_flag=True, help="Print decision@1 JSON, not a table.")
@@ -105,10 +112,10 @@ def solve_command(
     as_json: bool,
 ) -> None:
     """Decide one round for INSTANCE_FILE and print the placement."""
-    instance = read_instance(instance_file)
+    instance, options = read_round(instance_file)
     if output is not None and not output.parent.is_dir():
         _fail(output, "cannot write: no such directory")
-    decision = solve(instance, solver=solver, preset=preset, time_limit_s=time_limit)
+    decision = solve(instance, solver, options, preset=preset, time_limit_s=time_limit)
     if output is not None:
         try:
             write_decision(output, decision)

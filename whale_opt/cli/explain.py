@@ -9,11 +9,10 @@ from pathlib import Path
 import click
 
 from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
-from whale_opt.explain import explain
-from whale_opt.io import read_instance
+from whale_opt.explain import Change, explain, read_jobs, whatif
+from whale_opt.io import read_round
 from whale_opt.problem_data import FieldError
 from whale_opt.solve import SOLVERS
-from whale_opt.whatif import Change, read_jobs, whatif
 
 _SOLVER = click.option(
     "--solver",
@@ -40,12 +39,18 @@ def explain_command(
     instance_file: Path, job_ids: tuple[str, ...], solver: str, no_whatif: bool, as_json: bool
 ) -> None:
     """Why each job of INSTANCE_FILE not started (or each JOB_ID) waits, and what would start it."""
-    instance = read_instance(instance_file)
+    instance, options = read_round(instance_file)
     queued = {job.id for job in instance.queue}
     unknown = [job_id for job_id in job_ids if job_id not in queued]
     if unknown:
         _bad(f"{instance_file}: no queued job {', '.join(unknown)}")
-    found = explain(instance, list(job_ids) or None, solver, with_counterfactuals=not no_whatif)
+    found = explain(
+        instance,
+        list(job_ids) or None,
+        solver,
+        with_counterfactuals=not no_whatif,
+        options=options,
+    )
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in found], indent=1))
     elif not found:
@@ -76,7 +81,7 @@ def whatif_command(
     given = [x for x in (add_job, fail_node, drain, quota) if x is not None]
     if len(given) != 1:
         _bad("give exactly one of --add-job, --fail-node, --drain, --quota")
-    instance = read_instance(instance_file)
+    instance, options = read_round(instance_file)
     if add_job is not None:
         change = Change("add-jobs", jobs=read_jobs(add_job))
     elif fail_node is not None:
@@ -89,7 +94,7 @@ def whatif_command(
             _bad(f"--quota: expected TENANT=N (got {quota!r})")
         change = Change("quota", tenant, int(number))
     try:
-        result = whatif(instance, change, solver)
+        result = whatif(instance, change, solver, options)
     except FieldError as exc:
         _bad(f"{change.describe()}: {exc}")
         return

@@ -10,9 +10,7 @@ from typing import Any
 import click
 
 from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
-from whale_opt.io import (
-    read_instance,
-)
+from whale_opt.io import read_instance
 from whale_opt.problem_data import FieldError
 from whale_opt.registry import REGISTRY
 
@@ -165,6 +163,3 @@ def simulate_command(
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-
-
-# -- whale-opt import: public traces -> cluster instances and job traces ------------

@@ -28,7 +28,8 @@ from enum import Enum
 from whale_opt import preferences
 from whale_opt.decision import JobDecision
 from whale_opt.placement.profile import INF
-from whale_opt.placement.state import ClusterState, Placement
+from whale_opt.placement.records import Placement
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.topology import (
     NodeTopology,
@@ -161,10 +162,10 @@ def free_job(
     eligible = timeline.eligible(position)
     if not eligible:
         return None
-    size = {n: timeline.topologies[n].size for n in eligible}
+    size = {n: timeline.topology(n).size for n in eligible}
     if job.topology == "nvlink" and job.gpus > 1:
         # One node where a node is big enough; else whole nodes of one size.
-        if any(single_node(job, timeline.topologies[n]) for n in eligible):
+        if any(single_node(job, timeline.topology(n)) for n in eligible):
             mode = Mode.SINGLE
             eligible = tuple(n for n in eligible if size[n] >= job.gpus)
         else:
@@ -176,7 +177,7 @@ def free_job(
                 return None
             chosen_size = max(sizes)
             eligible = tuple(n for n in eligible if size[n] == chosen_size)
-    elif single_node(job, timeline.topologies[eligible[0]]):
+    elif single_node(job, timeline.topology(eligible[0])):
         mode = Mode.SINGLE
     else:
         mode = Mode.SPREAD
@@ -189,7 +190,7 @@ def free_job(
     shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
     if mode is Mode.SINGLE or shaped:
         # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
-        one_node = [n for n in eligible if popcount(timeline.topologies[n].healthy) >= job.gpus]
+        one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpus]
         kept.update(_earliest_nodes(instance, timeline, position, one_node, nodes_per_job))
     if mode is not Mode.SINGLE:
         best = timeline.best_placement(position)
@@ -204,25 +205,24 @@ def free_job(
         return None
     item = FreeJob(position, mode, durations, nodes)
     if mode is Mode.GANG:
-        item.node_size = timeline.topologies[nodes[0]].size
+        item.node_size = timeline.topology(nodes[0]).size
     if shaped:
         _nvlink_shapes(instance, timeline, item)
     if mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
         for n in nodes:
-            topo = timeline.topologies[n]
-            if not topo.clique and popcount(timeline.free_now[n]) >= job.gpus:
-                item.now_masks[n] = connected_sets(
-                    topo, timeline.free_now[n], job.gpus, masks_per_node
-                )
+            topo = timeline.topology(n)
+            free = timeline.free_mask(n)
+            if not topo.clique and popcount(free) >= job.gpus:
+                item.now_masks[n] = connected_sets(topo, free, job.gpus, masks_per_node)
                 if not needs_nvlink(job):
-                    item.now_masks[n] += _relaxed_sets(topo, timeline.free_now[n], job.gpus)
+                    item.now_masks[n] += _relaxed_sets(topo, free, job.gpus)
     if incumbent is not None and incumbent.start == 0:
         # Keep the incumbent's own GPU set on offer, so the hint is complete (a
         # spread job's sets are its linked one-node shapes only).
         for n, mask in zip(incumbent.nodes, incumbent.masks, strict=True):
             if n not in item.now_masks or mask in item.now_masks[n]:
                 continue
-            shape = popcount(mask) == job.gpus and timeline.topologies[n].connected(mask)
+            shape = popcount(mask) == job.gpus and timeline.topology(n).connected(mask)
             if mode is Mode.SINGLE or shape:
                 item.now_masks[n].append(mask)
     item.now_masks = {n: masks for n, masks in item.now_masks.items() if masks}
@@ -244,7 +244,7 @@ def _earliest_nodes(
         duration = instance.durations[position][instance.nodes[n].gpu_type]
         start = timeline.node_fit(n, 0, duration, job)
         if start < INF:
-            scored.append((start + duration, popcount(timeline.free_now[n]), n))
+            scored.append((start + duration, timeline.free_count(n), n))
     scored.sort()
     return [n for _, _, n in scored[:count]]
 
@@ -267,17 +267,17 @@ def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob) ->
     k = item.position
     job = instance.queue[k]
     for n in item.nodes:
-        if popcount(timeline.topologies[n].healthy) < job.gpus:
+        if timeline.healthy_count(n) < job.gpus:
             continue
         if "nvlink" in preferences.dropped(instance, k, {n: job.gpus}):
             continue
         item.shape_nodes.append(n)
-        topo = timeline.topologies[n]
-        if not topo.clique and popcount(timeline.free_now[n]) >= job.gpus:
-            item.now_masks[n] = connected_sets(topo, timeline.free_now[n], job.gpus, 6)
+        topo = timeline.topology(n)
+        if not topo.clique and timeline.free_count(n) >= job.gpus:
+            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpus, 6)
     groups: dict[tuple[int, str], list[int]] = {}
     for n in item.nodes:
-        s = timeline.topologies[n].size
+        s = timeline.topology(n).size
         if job.gpus % s == 0 and job.gpus // s >= 2:
             groups.setdefault((s, instance.nodes[n].rack), []).append(n)
     for (s, rack), members in sorted(groups.items()):

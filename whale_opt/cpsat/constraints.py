@@ -121,7 +121,7 @@ class Constraints:
         """Started now where links matter on a partially linked node: one free GPU set
         of the list (NVLink-connected when required), none shared."""
         m = self.model
-        topologies = self.hood.timeline.topologies
+        timeline = self.hood.timeline
         for item, v in self._pairs():
             job = self.hood.instance.queue[item.position]
             linked = needs_nvlink(job) or prices_nvlink(self.hood.instance, item.position)
@@ -133,11 +133,11 @@ class Constraints:
                         continue
                     lit = v.shape_node[n]
                     if masks is None:
-                        if not topologies[n].clique:
+                        if not timeline.topology(n).clique:
                             m.add_bool_or([lit.Not(), v.now.Not()])
                         continue
                 elif masks is None:
-                    if item.mode is Mode.SINGLE and linked and not topologies[n].clique:
+                    if item.mode is Mode.SINGLE and linked and not timeline.topology(n).clique:
                         m.add_bool_or([lit.Not(), v.now.Not()])  # no listed set: not now here
                     continue
                 m.add(sum(v.mask[n]) == self._here_now(lit, v.now))
@@ -180,10 +180,10 @@ class Constraints:
             if item.mode is not Mode.SINGLE or job.gpus < 2 or job.topology != "nvlink":
                 continue
             for n, lit in v.on_node.items():
-                if timeline.topologies[n].clique:
+                if timeline.topology(n).clique:
                     continue
                 reasons: list[cp_model.IntVar] = []
-                release = timeline.first_end[n]
+                release = timeline.first_end_at(n)
                 if release != float("inf"):
                     after_fixed = m.new_bool_var("")
                     m.add(v.start >= int(release)).only_enforce_if(after_fixed)
@@ -259,14 +259,17 @@ class Constraints:
                     mem_use[n].append((w.interval[n], _ceil(held.memory_gb * part * MEMORY_SCALE)))
         for n, uses in gpu_use.items():
             rec = instance.nodes[n]
-            self._cumulative(timeline.gpu_use[n], 1, popcount(timeline.topologies[n].healthy), uses)
+            self._cumulative(timeline.gpu_profile(n), 1, timeline.healthy_count(n), uses)
             if cpu_use[n]:
                 self._cumulative(
-                    timeline.cpu_use[n], CPU_SCALE, int(rec.cpu * CPU_SCALE), cpu_use[n]
+                    timeline.cpu_profile(n), CPU_SCALE, int(rec.cpu * CPU_SCALE), cpu_use[n]
                 )
             if mem_use[n]:
                 self._cumulative(
-                    timeline.mem_use[n], MEMORY_SCALE, int(rec.memory_gb * MEMORY_SCALE), mem_use[n]
+                    timeline.mem_profile(n),
+                    MEMORY_SCALE,
+                    int(rec.memory_gb * MEMORY_SCALE),
+                    mem_use[n],
                 )
 
     def _cumulative(self, fixed: Profile, scale: int, capacity: int, uses: Uses) -> None:

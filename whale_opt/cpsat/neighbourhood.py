@@ -113,7 +113,7 @@ def make_neighbourhood(
         ):
             continue
         node = placement.nodes[0]
-        if timeline.first_end[node] > placement.start:
+        if timeline.first_end_at(node) > placement.start:
             needs_release.append((node, placement.start))
     jobs: list[FreeJob] = []
     for position in sorted(free):

@@ -19,8 +19,7 @@ from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvli
 from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.decision import Action, JobDecision
 from whale_opt.placement.reasons import deferral_reason
-from whale_opt.placement.records import to_job_decision, to_placement
-from whale_opt.placement.state import Placement
+from whale_opt.placement.records import Placement, to_job_decision, to_placement
 from whale_opt.topology import choose_gpus, needs_nvlink, popcount
 
 
@@ -127,7 +126,7 @@ def decode(
     for victim, w in zip(hood.victims, variables.victims, strict=True):
         if solver.boolean_value(w.kept):
             for n, mask in victim.gpus.items():
-                timeline.free_now[n] &= ~mask
+                timeline.take_now(n, mask)
         else:
             preempted.add(victim.position)
     chosen: list[tuple[FreeJob, JobVars, Placement, dict[int, int]]] = []
@@ -195,7 +194,7 @@ def _reserve(
         for (index, n), lit in v.by_count.items():
             if not solver.boolean_value(lit) or hood.victims[index].position not in preempted:
                 continue
-            spare = hood.victims[index].gpus[n] & hood.timeline.free_now[n] & ~taken[n]
+            spare = hood.victims[index].gpus[n] & hood.timeline.free_mask(n) & ~taken[n]
             if not spare:
                 raise RuntimeError(f"no GPU of victim {index} left for job {item.position}")
             bit = spare & -spare
@@ -209,13 +208,13 @@ def _count_gpus(
 ) -> int:
     """``count`` free GPUs of node ``n`` for a count-only start: its reserved ones first."""
     instance = hood.instance
-    topo = hood.timeline.topologies[n]
+    topo = hood.timeline.topology(n)
     mine = reserved.get(n, {}).get(item.position, 0)
     others = 0
     for position, mask in reserved.get(n, {}).items():
         if position != item.position:
             others |= mask
-    free = hood.timeline.free_now[n] & ~others & ~mine
+    free = hood.timeline.free_mask(n) & ~others & ~mine
     need = count - popcount(mine)
     if need == 0:
         return mine

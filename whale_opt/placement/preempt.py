@@ -43,9 +43,10 @@ from whale_opt.decision import (
     placement_penalty,
     preemption_cost,
 )
-from whale_opt.placement.records import to_job_decision, to_placement
+from whale_opt.placement.records import Placement, to_job_decision, to_placement
+from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.serial import complete, place_in_order
-from whale_opt.placement.state import ClusterState, Placement
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now, preemption_problems
 from whale_opt.topology import (
@@ -150,7 +151,7 @@ def _pinned(
 ) -> tuple[ClusterState, dict[int, JobDecision]]:
     """The timeline with ``victims`` preempted and the jobs ``jobs`` starts now placed."""
     preempted = frozenset(instance.running[r].id for r in victims)
-    timeline = ClusterState(instance, preempted=preempted, prefer=prefer)
+    timeline = ClusterState(instance, preempted=preempted, search=PlacementSearch(prefer))
     position = instance.queue_index
     pinned: dict[int, JobDecision] = {}
     for item in jobs:
@@ -179,7 +180,7 @@ def _rebuild(
     timeline, decided = _pinned(instance, jobs, victims, prefer)
     per_node = dict(zip(placement.nodes, placement.counts, strict=True))
     taken = any(
-        mask & ~timeline.free_now[n]
+        mask & ~timeline.free_mask(n)
         for n, mask in zip(placement.nodes, placement.masks, strict=True)
     )
     if taken or not timeline.fits_now(instance.queue[position], placement.end, per_node):
@@ -208,7 +209,7 @@ def _options(
     options: list[Option] = []
     gangs: dict[tuple[str, int, str], list[int]] = {}
     for n in timeline.eligible(position):
-        topo = timeline.topologies[n]
+        topo = timeline.topology(n)
         gpu_type = topo.node.gpu_type
         duration = instance.durations[position][gpu_type]
         gain = base_gain - weight * duration
@@ -217,7 +218,7 @@ def _options(
         if job.topology == "nvlink" and not single_node(job, topo):
             gangs.setdefault((topo.node.rack, topo.size, gpu_type), []).append(n)
             continue
-        if job.gpus > popcount(topo.healthy):
+        if job.gpus > timeline.healthy_count(n):
             continue  # a rack or any job larger than the node: not started by preemption
         here = sorted((r for r in victims.usable if n in held[r]), key=lambda r: (costs[r], r))
         for size in range(1, min(MAX_SET_SIZE, budget, len(here)) + 1):
@@ -226,7 +227,7 @@ def _options(
                 if cost >= gain:
                     continue
                 parts = [held[r][n] for r in chosen]
-                pool = timeline.free_now[n] | _union(parts)
+                pool = timeline.free_mask(n) | _union(parts)
                 option = _single(instance, position, topo, n, pool, parts, duration)
                 if option is not None:
                     placement, penalty = option
@@ -325,15 +326,14 @@ def _gang(
     """Whole nodes among ``nodes`` (one rack, size and type) for a multi-node NVLink
     gang, free or cleared of victims, the cheapest to clear first."""
     job = instance.queue[position]
-    topo0 = timeline.topologies[nodes[0]]
+    topo0 = timeline.topology(nodes[0])
     if job.gpus % topo0.size:
         return None
     need = job.gpus // topo0.size
     held = victims.masks
     clearable: list[tuple[float, int, frozenset[int]]] = []
     for n in nodes:
-        topo = timeline.topologies[n]
-        busy = topo.whole & ~timeline.free_now[n]
+        busy = timeline.topology(n).whole & ~timeline.free_mask(n)
         on_node = frozenset(r for r in victims.usable if n in held[r])
         if busy & ~_union([held[r][n] for r in on_node]):
             continue  # held by work that may not be displaced, or started now
@@ -349,7 +349,7 @@ def _gang(
     picked = tuple(sorted(n for _, n, _ in chosen))
     duration = instance.durations[position][topo0.node.gpu_type]
     counts = (topo0.size,) * need
-    masks = tuple(timeline.topologies[n].whole for n in picked)
+    masks = tuple(timeline.topology(n).whole for n in picked)
     per_node = dict(zip(picked, counts, strict=True))
     names = preferences.dropped(instance, position, per_node, dict(zip(picked, masks, strict=True)))
     penalty = preferences.price(instance, position, names)

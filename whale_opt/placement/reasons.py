@@ -6,7 +6,7 @@ from whale_opt.decision import JobDecision
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.rules import unreleased_plans
-from whale_opt.topology import node_can_host, popcount
+from whale_opt.topology import node_can_host
 
 
 def unjustified_plans(instance: Instance, decided: dict[int, JobDecision]) -> set[int]:
@@ -43,7 +43,7 @@ def deferral_reason(instance: Instance, position: int, timeline: ClusterState) -
     tenant = instance.tenants.get(job.tenant)
     if tenant is not None and tenant.gpu_quota is not None and tenant.gpu_quota < job.gpus:
         return f"tenant {job.tenant} quota {tenant.gpu_quota} GPUs is below the job's {job.gpus}"
-    free = sum(popcount(m) for m in timeline.free_now)
+    free = timeline.total_free()
     return (
         f"no room for {job.gpus} GPUs before the horizon ({instance.policy.horizon_s} s);"
         f" {free} GPUs free now"

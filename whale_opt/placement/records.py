@@ -1,11 +1,24 @@
-"""Decision records <-> placements: the one translation between the two."""
+"""Placements, and the one translation between them and decision records."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from whale_opt.decision import Action, JobDecision
-from whale_opt.placement.state import Placement
 from whale_opt.problem_data import Instance
 from whale_opt.topology import mask_to_ids
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and when a job goes: per node (position, GPU count, GPU mask now)."""
+
+    start: int
+    end: int
+    gpu_type: str
+    nodes: tuple[int, ...]
+    counts: tuple[int, ...]
+    masks: tuple[int, ...] = ()  # exact GPUs, only when start == 0
 
 
 def to_job_decision(instance: Instance, position: int, placement: Placement) -> JobDecision:

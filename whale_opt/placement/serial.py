@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
 from whale_opt.placement.reasons import deferral_reason
 from whale_opt.placement.records import to_job_decision
+from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 
@@ -71,9 +72,10 @@ def list_schedule(
 ) -> list[JobDecision]:
     """Serial schedule generation over ``order``; jobs not in it are deferred.
 
-    ``prefer`` is the placement preference (see :data:`whale_opt.placement.state.PREFERENCES`).
+    ``prefer`` is the placement preference (see :data:`whale_opt.placement.search.PREFERENCES`).
     """
-    timeline = ClusterState(instance, prefer=prefer) if timeline is None else timeline
+    if timeline is None:
+        timeline = ClusterState(instance, search=PlacementSearch(prefer))
     decided: dict[int, JobDecision] = {}
     place_in_order(instance, order, timeline, decided)
     return complete(instance, decided)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from whale_opt.decision import Decision
+from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.problem_data import Instance
 
 
@@ -13,6 +14,6 @@ class SchedulingPolicy(Protocol):
 
     name: str
 
-    def decide(self, instance: Instance) -> Decision:
-        """The decision for ``instance``."""
+    def decide(self, instance: Instance, options: SolveOptions = DEFAULT_OPTIONS) -> Decision:
+        """The decision for ``instance`` under ``options`` (default: ``SolveOptions()``)."""
         ...

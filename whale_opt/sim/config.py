@@ -83,7 +83,8 @@ class SimConfig:
     Parameters
     ----------
     policy
-        A name from :data:`whale_opt.policies.REGISTRY` (``"wspt"``, ``"cpsat"``...).
+        A name from :data:`whale_opt.registry.REGISTRY` (``"wspt"``, ``"cpsat"``...);
+        a policy object given to :func:`~whale_opt.sim.simulate` decides instead.
     preset
         CP-SAT parameter preset (``solvers/<name>.toml``); ignored by heuristics.
     time_limit_s

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,9 +46,7 @@ import pandas as pd
 from whale_opt.sim.config import SimConfig
 from whale_opt.sim.groups import SUMMARY_FIGURES, flatten, group_table, integral
 from whale_opt.sim.jobs import full_run_s
-
-if TYPE_CHECKING:
-    from whale_opt.sim.simulator import Simulator
+from whale_opt.sim.record import RunRecord
 
 JOB_COLUMNS = [
     "id",
@@ -123,32 +121,32 @@ def write_frame(frame: pd.DataFrame, path: Path) -> None:
         flat.to_csv(path, index=False)
 
 
-def _status(sim: Simulator, job_id: str) -> str:
+def _status(record: RunRecord, job_id: str) -> str:
     """Where a job is at the end, by the simulator and the scheduler together."""
-    run = sim.jobs[job_id]
-    scheduler = sim.scheduler
-    known = job_id in scheduler.running or job_id in scheduler.queue
+    run = record.jobs[job_id]
+    running, queued = record.running_at_end, record.queued_at_end
+    known = job_id in running or job_id in queued
     if run.end is not None:
         return "lost" if known else "completed"
     if run.started_at is not None:
-        return "running" if job_id in scheduler.running else "lost"
-    if job_id in scheduler.queue:
+        return "running" if job_id in running else "lost"
+    if job_id in queued:
         return "queued"
     return "lost" if run.arrived or known else "pending"
 
 
-def _job_rows(sim: Simulator) -> pd.DataFrame:
+def _job_rows(record: RunRecord) -> pd.DataFrame:
     rows = []
-    for run in sim.jobs.values():
+    for run in record.jobs.values():
         job = run.trace
-        status = _status(sim, job.id)
-        isolated = full_run_s(run, sim.cluster, run.gpu_type) if run.gpu_type else np.nan
+        status = _status(record, job.id)
+        isolated = full_run_s(run, record.cluster, run.gpu_type) if run.gpu_type else np.nan
         jct = run.end - job.submit_s if run.end is not None else np.nan
         start = run.first_start
         if start is not None:
             waited: float = start - job.submit_s
         else:
-            waited = sim.now - job.submit_s if run.arrived else np.nan
+            waited = record.end_s - job.submit_s if run.arrived else np.nan
         rows.append(
             {
                 "id": job.id,
@@ -176,7 +174,7 @@ def _job_rows(sim: Simulator) -> pd.DataFrame:
             }
         )
     frame = pd.DataFrame(rows, columns=JOB_COLUMNS)
-    segments = pd.DataFrame(sim.segments)
+    segments = pd.DataFrame(record.segments)
     if not segments.empty:
         held = (segments["end_s"] - segments["start_s"]).groupby(segments["job"]).sum()
         frame["run_s"] = frame["id"].map(held).fillna(0).astype(int)
@@ -277,24 +275,24 @@ def run_span(jobs: pd.DataFrame, segments: pd.DataFrame) -> tuple[float, float]:
     return first, last_end
 
 
-def build_result(sim: Simulator, wall_s: float) -> SimResult:
-    """The :class:`SimResult` of a finished simulator."""
-    jobs = _job_rows(sim)
+def build_result(record: RunRecord, wall_s: float) -> SimResult:
+    """The :class:`SimResult` of a finished run's record."""
+    jobs = _job_rows(record)
     extra = [
-        c for c in dict.fromkeys(k for row in sim.rounds for k in row) if c not in ROUND_COLUMNS
+        c for c in dict.fromkeys(k for row in record.rounds for k in row) if c not in ROUND_COLUMNS
     ]
-    rounds = pd.DataFrame(sim.rounds, columns=[*ROUND_COLUMNS, *extra])
-    segments = pd.DataFrame(sim.segments, columns=list(SEGMENT_COLUMNS))
-    total = sum(node.gpus for node in sim.cluster.nodes)
+    rounds = pd.DataFrame(record.rounds, columns=[*ROUND_COLUMNS, *extra])
+    segments = pd.DataFrame(record.segments, columns=list(SEGMENT_COLUMNS))
+    total = sum(node.gpus for node in record.cluster.nodes)
     first, last_end = run_span(jobs, segments)
-    groups = group_table(jobs, rounds, sim.guarantees, max(last_end - first, 1.0), last_end)
-    summary = {"policy": sim.config.policy, **summarize(jobs, rounds, segments, total)}
+    groups = group_table(jobs, rounds, record.guarantees, max(last_end - first, 1.0), last_end)
+    summary = {"policy": record.policy, **summarize(jobs, rounds, segments, total)}
     summary.update(flatten(groups))
     summary["sim_wall_s"] = wall_s
     return SimResult(
-        policy=sim.config.policy,
-        cluster=sim.cluster.name,
-        config=sim.config,
+        policy=record.policy,
+        cluster=record.cluster.name,
+        config=record.config,
         total_gpus=total,
         jobs=jobs,
         rounds=rounds,

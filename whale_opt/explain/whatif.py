@@ -31,6 +31,7 @@ from typing import Any
 
 from whale_opt.decision import Action, Decision, JobDecision, job_nodes
 from whale_opt.io import read_queue
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import FieldError, Instance, QueuedJob, RunningJob, Tenant
 from whale_opt.solve import solve
 
@@ -304,10 +305,16 @@ def diff(change: Change, before: Decision, after: Decision) -> Diff:
     return Diff(change, before, after, jobs)
 
 
-def whatif(instance: Instance, change: Change, solver: str = "wspt") -> Diff:
-    """Solve ``instance`` before and after ``change`` with ``solver`` and compare."""
-    before = solve(instance, solver)
-    after = solve(apply_change(instance, change), solver)
+def whatif(
+    instance: Instance,
+    change: Change,
+    solver: str = "wspt",
+    options: SolveOptions | None = None,
+) -> Diff:
+    """Solve ``instance`` before and after ``change`` with ``solver`` (and ``options``)
+    and compare."""
+    before = solve(instance, solver, options)
+    after = solve(apply_change(instance, change), solver, options)
     return diff(change, before, after)
 
 

@@ -1,16 +1,15 @@
-"""Why is a job not started, and what is the smallest change that would start it?
+"""Why is a queued job not started? Reasons derived from the model itself.
 
-Reasons are derived from the model itself, by targeted re-placements with
-the same :class:`~whale_opt.placement.state.ClusterState` the policies use, on
-edited instances: the job alone on an empty cluster (hardware), with only
-the running jobs (busy, scattered), with its tenant's quota lifted (quota),
-with draining nodes open again (draining), and against the round's decision
+Reasons come from targeted re-placements with the same
+:class:`~whale_opt.placement.state.ClusterState` the policies use, on edited
+instances: the job alone on an empty cluster (hardware), with only the
+running jobs (busy, scattered), with its tenant's quota lifted (quota), with
+draining nodes open again (draining), and against the round's decision
 (outranked, by priority class first; preferences). A tenant below its
 guaranteed share is told why it did not reclaim borrowed GPUs (guarantee).
-Weights are effective weights (class factor and aging). Counterfactuals
-are edits from a fixed list (:mod:`whale_opt.whatif`), each checked by
-solving the edited instance again: ``verified`` only if the job then starts
-now.
+A job past its wait ceiling is told so, with the start that implies, and a
+job that overdue jobs went ahead of is told which (ceiling).
+Weights are effective weights (class factor, aging and the overdue lift).
 """
 
 from __future__ import annotations
@@ -25,19 +24,16 @@ from whale_opt.placement.records import to_placement
 from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.policies.wspt import smith_ratio
 from whale_opt.problem_data import (
-    TOPOLOGIES,
     Instance,
-    RunningJob,
     class_rank,
     tenant_guarantee,
     tenant_quota,
+    waited_s,
 )
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now
-from whale_opt.solve import solve
-from whale_opt.topology import popcount
-from whale_opt.whatif import Change, apply_change
 
 REASON_KINDS = (
+    "ceiling",
     "no-hardware",
     "draining",
     "quota",
@@ -59,66 +55,106 @@ class Reason:
     facts: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Counterfactual:
-    """A change tried to start the job now, and what re-solving said.
-
-    ``verified`` (and ``start_now``) only when the re-solved decision starts
-    the job now; ``decision_action`` is the job's action after the change.
-    """
-
-    change: str
-    instance_change: Change
-    verified: bool
-    start_now: bool
-    decision_action: str
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Why ``job_id`` has ``action``, most decisive reason first, and what would help."""
-
-    job_id: str
-    action: Action
-    start_s: int | None
-    reasons: tuple[Reason, ...]
-    counterfactuals: tuple[Counterfactual, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
-        return {
-            "id": self.job_id,
-            "action": self.action.value,
-            "start_s": self.start_s,
-            "reasons": [
-                {"kind": r.kind, "message": r.message, "facts": r.facts} for r in self.reasons
-            ],
-            "counterfactuals": [
-                {
-                    "change": c.change,
-                    "instance_change": c.instance_change.to_dict(),
-                    "verified": c.verified,
-                    "start_now": c.start_now,
-                    "decision_action": c.decision_action,
-                }
-                for c in self.counterfactuals
-            ],
-        }
-
-    def render(self) -> str:
-        """A readable report."""
-        when = "" if self.start_s is None else f" at {self.start_s} s"
-        lines = [f"{self.job_id}: {self.action.value}{when}"]
-        for k, reason in enumerate(self.reasons, start=1):
-            lines.append(f"  {k}. [{reason.kind}] {reason.message}")
-        for cf in self.counterfactuals:
-            mark = "starts now (verified)" if cf.verified else f"{cf.decision_action}, not started"
-            lines.append(f"  what if: {cf.change} -> {mark}")
-        return "\n".join(lines)
-
-
 def _ratio(instance: Instance, position: int) -> float:
     return smith_ratio(instance, position)
+
+
+def _hours(seconds: float) -> str:
+    """``93600`` -> ``"26 h"``, ``5400`` -> ``"1.5 h"``, ``1000`` -> ``"17 min"``."""
+    if abs(seconds) < 3600:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f}".rstrip("0").rstrip(".") + " h"
+
+
+def _overdue_order(instance: Instance) -> list[int]:
+    """Overdue queue positions in the order they go: first past its ceiling first."""
+    overdue = [k for k, late in enumerate(instance.overdue) if late]
+    return sorted(
+        overdue,
+        key=lambda k: (
+            instance.ceiling_at(k),
+            instance.queue[k].submitted_at,
+            instance.queue[k].id,
+        ),
+    )
+
+
+def _past_ceiling(instance: Instance, decision: Decision, position: int, ceiling: int) -> Reason:
+    """The job is past ``ceiling``: it goes ahead of every job that is not; when it starts."""
+    job = instance.queue[position]
+    waited = waited_s(job)
+    order = _overdue_order(instance)
+    ahead = [
+        instance.queue[k].id
+        for k in order[: order.index(position)]
+        if decision.job(instance.queue[k].id).action is not Action.START
+    ]
+    item = decision.job(job.id)
+    turn = (
+        "runs next"
+        if not ahead
+        else f"runs after {len(ahead)} job(s) past their ceilings before it ({', '.join(ahead)})"
+    )
+    if item.start_s is not None:
+        when = f"expected start {item.start_s} s (in {_hours(item.start_s)})"
+    else:
+        when = "no start planned within the horizon"
+    return Reason(
+        "ceiling",
+        f"waited {_hours(waited)} > max_wait_s {_hours(ceiling)} (class {job.priority_class}):"
+        f" overdue, it goes ahead of every job that is not and {turn}; {when}",
+        {
+            "waited_s": waited,
+            "max_wait_s": ceiling,
+            "overdue": True,
+            "overdue_by_s": waited - ceiling,
+            "ahead": ahead,
+            "expected_start_s": item.start_s,
+        },
+    )
+
+
+def _overdue_rivals(
+    instance: Instance, position: int, decision: Decision, before: float, eligible: Sequence[int]
+) -> Reason | None:
+    """Overdue jobs placed before ``before`` on the job's eligible nodes: they go first."""
+    ids = {instance.nodes[k].id for k in eligible}
+    job = instance.queue[position]
+    rivals: list[dict[str, Any]] = []
+    for k in _overdue_order(instance):
+        other = instance.queue[k]
+        item = decision.job(other.id)
+        if k == position or item.start_s is None or item.start_s >= before:
+            continue
+        if set(job_nodes(item)) & ids or (
+            other.tenant == job.tenant and tenant_quota(instance, job.tenant)
+        ):
+            rivals.append(
+                {
+                    "job": other.id,
+                    "priority_class": other.priority_class,
+                    "waited_s": waited_s(other),
+                    "max_wait_s": instance.max_wait(other),
+                    "start_s": item.start_s,
+                    "nodes": list(job_nodes(item)),
+                }
+            )
+    if not rivals:
+        return None
+    named = ", ".join(
+        f"{r['job']} (waited {_hours(r['waited_s'])} > {_hours(r['max_wait_s'])})" for r in rivals
+    )
+    ceiling = instance.max_wait(job)
+    if ceiling is None:
+        own = f"its class {job.priority_class} has no ceiling"
+    else:
+        left = ceiling - waited_s(job)
+        own = f"its own ceiling, {_hours(ceiling)}, is {_hours(left)} away"
+    return Reason(
+        "ceiling",
+        f"jobs past their wait ceiling go first, across classes: {named}; {own}",
+        {"overdue": False, "waited_s": waited_s(job), "max_wait_s": ceiling, "by": rivals},
+    )
 
 
 def _alone(instance: Instance, position: int, **job_changes: Any) -> Placement | None:
@@ -173,7 +209,7 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         types = set(instance.eligible_types[position])
         nodes = [k for k, n in enumerate(instance.nodes) if n.gpu_type in types]
         block = max(
-            (tl.topologies[k].largest_block(tl.topologies[k].healthy) for k in nodes), default=0
+            (tl.topology(k).largest_block(tl.topology(k).healthy) for k in nodes), default=0
         )
         facts["fails"].append("topology")
         facts["largest_nvlink_block"] = block
@@ -197,7 +233,7 @@ def _draining(instance: Instance, decision: Decision, position: int, start: floa
     """Draining nodes on which the job would start before ``start`` if they took new work."""
     if not any(node.draining for node in instance.nodes):
         return None
-    opened = _decided_timeline(_undrained(instance), decision, position)
+    opened = decided_timeline(_undrained(instance), decision, position)
     found = opened.best_placement(position, by_start=True)
     if found is None or found.start >= start:
         return None
@@ -253,7 +289,7 @@ def _without_quota(instance: Instance, tenant: str) -> Instance:
     return instance.replace(tenants={k: v for k, v in instance.tenants.items() if k != tenant})
 
 
-def _decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterState:
+def decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterState:
     """Running jobs plus every other queued job where the decision put it."""
     tl = ClusterState(instance)
     for position, job in enumerate(instance.queue):
@@ -265,7 +301,7 @@ def _decided_timeline(instance: Instance, decision: Decision, skip: int) -> Clus
     return tl
 
 
-def _holders(instance: Instance, nodes: Iterable[int]) -> list[dict[str, Any]]:
+def running_holders(instance: Instance, nodes: Iterable[int]) -> list[dict[str, Any]]:
     ids = {instance.nodes[k].id for k in nodes}
     out = []
     for job in instance.running:
@@ -282,11 +318,11 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
     job = instance.queue[position]
     tl = ClusterState(_without_quota(instance, job.tenant))
     eligible = tl.eligible(position)
-    free = {instance.nodes[k].id: popcount(tl.free_now[k]) for k in eligible}
+    free = {instance.nodes[k].id: tl.free_count(k) for k in eligible}
     free = {n: c for n, c in free.items() if c}
     out = []
     until = None if free_start == float("inf") else int(free_start)
-    holders = _holders(instance, eligible)
+    holders = running_holders(instance, eligible)
     named = ", ".join(f"{h['job']} ({'+'.join(h['nodes'])}, ends {h['ends_s']} s)" for h in holders)
     when = f"until {until} s" if until is not None else "past the horizon"
     out.append(
@@ -309,7 +345,7 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
     return out
 
 
-def _quota(instance: Instance, position: int, decision: Decision) -> Reason:
+def quota_reason(instance: Instance, position: int, decision: Decision) -> Reason:
     job = instance.queue[position]
     quota = tenant_quota(instance, job.tenant)
     running = sum(len(r.gpus) for r in instance.running if r.tenant == job.tenant)
@@ -344,6 +380,8 @@ def _outranked(
         item = decision.job(other.id)
         if k == position or item.start_s is None or item.start_s >= before:
             continue
+        if instance.overdue[k]:
+            continue  # went first for its wait, not its rank: see _overdue_rivals
         if set(job_nodes(item)) & ids or (
             other.tenant == job.tenant and tenant_quota(instance, job.tenant)
         ):
@@ -393,7 +431,7 @@ def _outranked(
     )
 
 
-def _preference(
+def preference_reason(
     instance: Instance, position: int, item: JobDecision, tl: ClusterState
 ) -> Reason | None:
     """The soft preferences the placement drops and their price; or, for a zone
@@ -446,16 +484,19 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
     run_nq = ClusterState(free_q).best_placement(position, by_start=True)
     start_q = inf if run is None else run.start
     start_nq = inf if run_nq is None else run_nq.start
-    decided = _decided_timeline(instance, decision, position)
+    decided = decided_timeline(instance, decision, position)
     found: list[Reason] = []
+    ceiling = instance.max_wait(job)
+    if instance.overdue[position] and ceiling is not None:
+        found.append(_past_ceiling(instance, decision, position, ceiling))
     limited = tenant_quota(instance, job.tenant) is not None
     if limited and start_q > start_nq:
-        found.append(_quota(instance, position, decision))
+        found.append(quota_reason(instance, position, decision))
     elif limited and item.action is not Action.START:
         d_q = decided.best_placement(position, by_start=True)
-        d_nq = _decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
+        d_nq = decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
         if d_nq is not None and (d_q is None or d_nq.start < d_q.start):
-            found.append(_quota(instance, position, decision))
+            found.append(quota_reason(instance, position, decision))
     start = inf if item.start_s is None else item.start_s
     guarantee = _guarantee(instance, decision, position)
     if guarantee is not None:
@@ -468,7 +509,16 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
     now = decided.best_placement(position, by_start=True)
     d_start = inf if now is None else now.start
     if d_start > start_q:
-        rival = _outranked(instance, position, decision, start, decided.eligible(position))
+        eligible = decided.eligible(position)
+        # An overdue job's own ceiling reason already names the overdue jobs before it.
+        late = (
+            None
+            if instance.overdue[position]
+            else _overdue_rivals(instance, position, decision, start, eligible)
+        )
+        if late is not None:
+            found.append(late)
+        rival = _outranked(instance, position, decision, start, eligible)
         if rival is not None:
             found.append(rival)
     if now is not None and now.start < start and item.end_s is not None:
@@ -487,111 +537,7 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
                 },
             )
         )
-    preference = _preference(instance, position, item, decided)
+    preference = preference_reason(instance, position, item, decided)
     if preference is not None:
         found.append(preference)
     return found
-
-
-def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[RunningJob, ...]:
-    queued = {job.id: job for job in instance.queue}
-    return tuple(
-        RunningJob(
-            item.id,
-            item.gpus,
-            item.end_s or 1,
-            tenant=queued[item.id].tenant,
-            cpu=queued[item.id].cpu,
-            memory_gb=queued[item.id].memory_gb,
-            weight=queued[item.id].weight,
-            priority_class=queued[item.id].priority_class,
-        )
-        for item in decision.by_action(Action.START)
-        if item.id != skip and item.id in queued
-    )
-
-
-def _candidates(instance: Instance, decision: Decision, position: int) -> list[list[Change]]:
-    """Groups of changes to try, each group smallest first (stop at the first that works)."""
-    job = instance.queue[position]
-    groups: list[list[Change]] = []
-    every = tuple(instance.gpu_types)
-    if job.gpu_types and set(job.gpu_types) != set(every):
-        groups.append([Change("gpu-types", job.id, every)])
-    if job.gpus > 1 and instance.eligible_types[position]:
-        order = TOPOLOGIES  # nvlink -> node -> rack -> any
-        looser = order[order.index(job.topology) + 1 :]
-        groups.append([Change("topology", job.id, t) for t in looser])
-    quota = tenant_quota(instance, job.tenant)
-    if quota is not None:
-        facts = _quota(instance, position, decision).facts
-        needs = sorted({facts["needed_quota"], facts["needed_quota_with_started"]})
-        groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
-    eligible = ClusterState(instance).eligible(position)
-    holders = [h["job"] for h in _holders(instance, eligible)]
-    preemptible = {
-        r.id
-        for r in instance.running
-        if r.preemptible and instance.priority_classes[r.priority_class].preemptible
-    }
-    holders = [h for h in holders if h in preemptible]
-    tries = [Change("preempt", value=(h,)) for h in holders]
-    if len(holders) > 1:
-        tries.append(Change("preempt", value=tuple(holders)))
-    groups.append(tries)
-    item = decision.job(job.id)
-    if item.action is Action.PLANNED and item.start_s:
-        carried = _as_running(instance, decision, job.id)
-        groups.append([Change("wait", job.id, item.start_s, jobs=carried)])
-    return groups
-
-
-def counterfactuals(
-    instance: Instance, decision: Decision, position: int, solver: str = "wspt"
-) -> list[Counterfactual]:
-    """Changes from the fixed list, each re-solved; those that start the job now first."""
-    job_id = instance.queue[position].id
-    out = []
-    for group in _candidates(instance, decision, position):
-        for change in group:
-            action = solve(apply_change(instance, change), solver).job(job_id).action
-            works = action is Action.START
-            out.append(Counterfactual(change.describe(), change, works, works, action.value))
-            if works:
-                break
-    return [cf for cf in out if cf.verified] + [cf for cf in out if not cf.verified]
-
-
-def explain(
-    instance: Instance,
-    job_ids: Sequence[str] | None = None,
-    solver: str = "wspt",
-    *,
-    with_counterfactuals: bool = True,
-) -> list[Explanation]:
-    """Explain every job not started (or ``job_ids``) under ``solver``'s decision.
-
-    Raises KeyError for a job id that is not queued.
-    """
-    decision = solve(instance, solver)
-    if job_ids is None:
-        job_ids = [
-            item.id for item in decision.jobs if item.action in (Action.PLANNED, Action.DEFERRED)
-        ]
-    out = []
-    for job_id in job_ids:
-        position = instance.queue_position(job_id)
-        item = decision.job(job_id)
-        if item.action is Action.START:  # only what its preferences cost it
-            decided = _decided_timeline(instance, decision, position)
-            paid = _preference(instance, position, item, decided)
-            found = [] if paid is None else [paid]
-        else:
-            found = reasons(instance, decision, position)
-        tried = (
-            counterfactuals(instance, decision, position, solver)
-            if with_counterfactuals and item.action is not Action.START
-            else []
-        )
-        out.append(Explanation(job_id, item.action, item.start_s, tuple(found), tuple(tried)))
-    return out

@@ -1,0 +1,87 @@
+"""Profile: usage over time as a step function, and its earliest-fit queries."""
+
+from __future__ import annotations
+
+import math
+
+from whale_opt.placement.profile import Profile
+
+
+def profile(*steps: tuple[int, int, float]) -> Profile:
+    """A profile with ``amount`` added on each [start, end)."""
+    out = Profile()
+    for start, end, amount in steps:
+        out.add(start, end, amount)
+    return out
+
+
+def test_an_empty_profile_is_zero_everywhere() -> None:
+    empty = Profile()
+    assert empty.level_at(0) == 0
+    assert empty.level_at(10**9) == 0
+    assert empty.peak(0, 10**9) == 0
+
+
+def test_add_holds_on_its_half_open_interval() -> None:
+    used = profile((10, 20, 2))
+    assert (used.times, used.levels) == ([0, 10, 20], [0, 2, 0])
+    assert [used.level_at(t) for t in (9, 10, 19, 20)] == [0, 2, 2, 0]
+
+
+def test_empty_intervals_and_zero_amounts_change_nothing() -> None:
+    used = profile((10, 10, 5), (20, 10, 5), (0, 50, 0))
+    assert (used.times, used.levels) == ([0], [0])
+
+
+def test_overlapping_adds_stack_and_negative_amounts_release() -> None:
+    used = profile((0, 30, 1), (10, 20, 2), (15, 30, -1))
+    assert [used.level_at(t) for t in (0, 10, 15, 20, 30)] == [1, 3, 2, 0, 0]
+
+
+def test_peak_is_the_highest_level_on_a_half_open_window() -> None:
+    used = profile((10, 20, 3), (25, 30, 1))
+    assert used.peak(0, 10) == 0  # ends where the usage begins
+    assert used.peak(0, 11) == 3
+    assert used.peak(20, 25) == 0
+    assert used.peak(19, 26) == 3
+    assert used.peak(26, 100) == 1
+
+
+def test_earliest_is_start_when_the_window_fits() -> None:
+    used = profile((10, 20, 3))
+    assert used.earliest(0, 5, 2, 4) == 0  # [0, 5) is clear
+    assert used.earliest(8, 2, 2, 4) == 8  # [8, 10) ends as the usage begins
+    assert used.earliest(0, 15, 1, 4) == 0  # 3 + 1 reaches the limit, no more
+
+
+def test_earliest_jumps_past_each_block_in_turn() -> None:
+    used = profile((10, 20, 3), (25, 40, 3))
+    assert used.earliest(0, 15, 2, 4) == 40  # [0, 15) hits the first, [20, 35) the second
+    assert used.earliest(0, 10, 2, 4) == 0
+    assert used.earliest(5, 6, 2, 4) == 40  # [5, 11) and [20, 26) are both blocked
+    assert used.earliest(12, 5, 2, 4) == 20  # starts inside a block: from its end, in the gap
+    assert used.earliest(12, 6, 2, 4) == 40  # the gap is too short
+
+
+def test_earliest_gives_up_and_refuses_what_never_fits() -> None:
+    used = profile((10, 20, 3))
+    assert used.earliest(0, 15, 2, 4, give_up=19) == math.inf
+    assert used.earliest(0, 15, 2, 4, give_up=20) == 20
+    assert used.earliest(0, 1, 5, 4) == math.inf  # more than the limit, ever
+    assert profile((0, 10, 1)).earliest(0, 5, 4, 4) == 10
+
+
+def test_earliest_tolerates_float_rounding_at_the_limit() -> None:
+    used = profile((0, 10, 0.1), (0, 10, 0.1), (0, 10, 0.1))  # 0.30000000000000004
+    assert used.earliest(0, 5, 0.7, 1.0) == 0
+    assert used.earliest(0, 5, 0.71, 1.0) == 10
+
+
+def test_a_copy_is_independent() -> None:
+    used = profile((10, 20, 3))
+    twin = used.copy()
+    twin.add(0, 50, 1)
+    assert used.level_at(30) == 0
+    assert twin.level_at(30) == 1
+    used.add(30, 40, 2)
+    assert twin.level_at(35) == 1

@@ -1,0 +1,154 @@
+"""The endpoints: answers, and errors that name the field and the value (never a 500)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from whale_opt.check import check
+from whale_opt.io import decision_from_dict, instance_from_dict
+
+
+def test_solve_answers_a_decision_the_checker_accepts(
+    client: TestClient, hetero_raw: dict[str, Any]
+) -> None:
+    answer = client.post("/v1/solve", json=hetero_raw, params={"time_limit_s": 2})
+    assert answer.status_code == 200, answer.text
+    decision = decision_from_dict(answer.json())
+    assert check(instance_from_dict(hetero_raw), decision) == []
+    verdict = client.post("/v1/check", json={"instance": hetero_raw, "decision": answer.json()})
+    assert verdict.json() == {"ok": True, "violations": []}
+
+
+def test_checker_names_violations(client: TestClient, small_raw: dict[str, Any]) -> None:
+    decision = client.post("/v1/solve", json=small_raw).json()
+    started = next(job for job in decision["jobs"] if job["action"] == "start")
+    started["gpus"] = [*started["gpus"], started["gpus"][0]]  # one GPU twice
+    verdict = client.post("/v1/check", json={"instance": small_raw, "decision": decision})
+    assert verdict.status_code == 200 and verdict.json()["ok"] is False
+    assert any(v["job"] == started["id"] for v in verdict.json()["violations"])
+
+
+def test_bad_input_is_422_with_path_and_value(
+    client: TestClient, small_raw: dict[str, Any]
+) -> None:
+    bad = copy.deepcopy(small_raw)
+    bad["queue"][0]["gpus"] = 0
+    answer = client.post("/v1/solve", json=bad)
+    assert answer.status_code == 422
+    error = answer.json()["errors"][0]
+    assert error["path"] == "queue[0].gpus" and "got 0" in error["message"]
+    typo = copy.deepcopy(small_raw)
+    typo["queue"][0]["gpu_types"] = ["H100-80X"]
+    answer = client.post("/v1/check", json={"instance": typo, "decision": {}})
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["path"] == "instance.queue[0].gpu_types[0]"
+    assert "H100-80X" in answer.json()["detail"]
+    answer = client.post("/v1/solve", json=small_raw, params={"solver": "magic"})
+    assert answer.status_code == 422 and answer.json()["errors"][0]["value"] == "magic"
+    answer = client.post(
+        "/v1/solve", content=b'{"name": ', headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400 and "malformed JSON" in answer.json()["detail"]
+    answer = client.post("/v1/clusters", json={"name": "bad name!", "instance": small_raw})
+    assert answer.status_code == 422 and answer.json()["errors"][0]["path"] == "body.name"
+
+
+def test_body_too_large_is_413(make_client: Any, small_raw: dict[str, Any]) -> None:
+    with make_client(max_body_bytes=2048) as small_client:
+        padded = {**small_raw, "name": "x" * 4096}
+        assert small_client.post("/v1/solve", json=padded).status_code == 413
+        assert small_client.post("/v1/check", json={"instance": {}}).status_code == 422
+
+
+def test_explain_and_whatif(client: TestClient, hetero_raw: dict[str, Any]) -> None:
+    explained = client.post("/v1/explain", json={"instance": hetero_raw})
+    assert explained.status_code == 200, explained.text
+    assert explained.json() and all(item["reasons"] for item in explained.json())
+    answer = client.post("/v1/explain", json={"instance": hetero_raw, "jobs": ["nope"]})
+    assert answer.status_code == 404 and answer.json()["errors"][0]["path"] == "jobs[0]"
+    node = hetero_raw["nodes"][0]["id"]
+    change = {"kind": "fail-node", "target": node}
+    diff = client.post("/v1/whatif", json={"instance": hetero_raw, "change": change})
+    assert diff.status_code == 200 and diff.json()["change"]["target"] == node
+    change = {"kind": "fail-node", "target": "no-such-node"}
+    answer = client.post("/v1/whatif", json={"instance": hetero_raw, "change": change})
+    assert answer.status_code == 422 and answer.json()["errors"][0]["value"] == "no-such-node"
+    job = {"id": "added", "gpus": 1, "duration_s": 60}
+    change = {"kind": "add-jobs", "jobs": [job]}
+    diff = client.post("/v1/whatif", json={"instance": hetero_raw, "change": change})
+    assert diff.status_code == 200, diff.text
+    assert any(item["id"] == "added" for item in diff.json()["jobs"])
+
+
+def test_schemas_health_and_metrics(client: TestClient, small_raw: dict[str, Any]) -> None:
+    assert client.get("/v1/schemas/instance").json()["title"].startswith("whale_opt instance")
+    assert client.get("/v1/schemas/other").status_code == 422
+    assert client.get("/healthz").json()["status"] == "ok"
+    client.post("/v1/solve", json=small_raw)
+    text = client.get("/metrics").text
+    for name in (
+        "whale_opt_round_seconds_bucket",
+        "whale_opt_round_gap_bucket",
+        'whale_opt_decisions_total{action="start",endpoint="solve"}',
+        "whale_opt_http_requests_total",
+    ):
+        assert name in text
+    document = client.get("/openapi.json").json()
+    assert {"InstanceV1", "DecisionV1", "QueueItemV1"} <= set(document["components"]["schemas"])
+
+
+def test_round_api_over_http(client: TestClient, hetero_raw: dict[str, Any]) -> None:
+    created = client.post("/v1/clusters", json={"name": "c", "instance": hetero_raw})
+    assert created.status_code == 201 and created.json()["queued"] == 20
+    assert (
+        client.post("/v1/clusters", json={"name": "c", "instance": hetero_raw}).status_code == 409
+    )
+    job = {"id": "mine", "gpus": 2, "duration_s": 600, "submitted_at": 5}
+    assert client.post("/v1/clusters/c/jobs", json={"job": job}).status_code == 201
+    assert client.post("/v1/clusters/c/jobs", json={"job": job}).status_code == 409
+    bad = client.post("/v1/clusters/c/jobs", json={"job": {**job, "id": "x", "gpus": -1}})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "job.gpus"
+    assert client.post("/v1/clusters/nope/jobs", json={"job": job}).status_code == 404
+
+    proposal = client.post("/v1/clusters/c/propose", json={"now": 10})
+    assert proposal.status_code == 200
+    assert client.get("/v1/clusters/c").json()["decided_at"] is None  # propose changes nothing
+    applied = client.post("/v1/clusters/c/apply", json={"now": 10, "decision": proposal.json()})
+    assert applied.status_code == 200, applied.text
+    state = client.get("/v1/clusters/c").json()
+    started = [j["id"] for j in proposal.json()["jobs"] if j["action"] == "start"]
+    assert started and {j["id"] for j in state["running_jobs"]} >= set(started)
+    assert (
+        client.post(
+            "/v1/clusters/c/apply", json={"now": 10, "decision": proposal.json()}
+        ).status_code
+        == 422
+    )
+    assert client.post("/v1/clusters/c/decide", json={"now": 5}).status_code == 409  # clock
+
+    running = client.get(f"/v1/clusters/c/jobs/{started[0]}").json()
+    assert running["state"] == "running" and running["gpus"]
+    point = client.post(f"/v1/clusters/c/jobs/{started[0]}/checkpointed", json={"now": 50})
+    assert point.status_code == 200
+    node = running["nodes"][0]
+    down = client.post(f"/v1/clusters/c/nodes/{node}/down", json={"now": 60})
+    assert down.status_code == 200 and started[0] in down.json()["requeued"]
+    assert client.get(f"/v1/clusters/c/jobs/{started[0]}").json()["state"] == "queued"
+    assert client.post("/v1/clusters/c/nodes/ghost/down", json={"now": 60}).status_code == 404
+    drained = client.post(f"/v1/clusters/c/nodes/{node}/drain", json={"draining": True})
+    assert drained.status_code == 200
+    decided = client.post("/v1/clusters/c/decide", json={"now": 70, "time_limit_s": 1})
+    assert decided.status_code == 200
+    hints = client.get("/v1/clusters/c/prewarm", params={"lookahead_s": 86400}).json()
+    planned = {j["id"] for j in decided.json()["jobs"] if j["action"] == "planned"}
+    assert {hint["id"] for hint in hints["jobs"]} <= planned and hints["decided_at"] == 70
+    assert all(hint["starts_in_s"] <= 86400 and hint["nodes"] for hint in hints["jobs"])
+    assert node not in {n for hint in hints["jobs"] for n in hint["nodes"]}
+    assert client.post("/v1/clusters/c/jobs/mine/finish").status_code == 200
+    assert client.get("/v1/clusters/c/jobs/mine").status_code == 404
+    assert client.get("/v1/clusters").json()["clusters"][0]["name"] == "c"
+    assert client.delete("/v1/clusters/c").status_code == 200
+    assert client.get("/v1/clusters/c").status_code == 404

@@ -1,0 +1,140 @@
+"""One neighbourhood as a CP-SAT model: build, solve under a watchdog, decode.
+
+:class:`NeighbourhoodModel` wires the three parts of the model
+(:class:`~whale_opt.cpsat.variables.Variables`,
+:class:`~whale_opt.cpsat.constraints.Constraints`,
+:class:`~whale_opt.cpsat.objective.Objective`), hints the incumbent, and
+solves: the freed jobs (and the running jobs they may displace) are decided
+exactly; every other job is fixed. A search that finds nothing returns None,
+never raises.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from whale_opt.cpsat.candidates import Neighbourhood
+from whale_opt.cpsat.constraints import Constraints
+from whale_opt.cpsat.objective import Objective
+from whale_opt.cpsat.presets import Preset
+from whale_opt.cpsat.solution import add_hint, decode
+from whale_opt.cpsat.variables import Variables
+from whale_opt.decision import Action, JobDecision, objective
+
+MIN_BUDGET_S = 0.01  # below this a CP-SAT call is not worth starting
+WATCHDOG_SLACK_S = 0.01  # how long past its budget a search may run before it is stopped
+
+
+@dataclass(frozen=True)
+class HoodResult:
+    """A solved neighbourhood: the freed jobs' decisions, the victims it preempts,
+    whether CP-SAT proved it optimal, what the model says it costs and the
+    time CP-SAT took."""
+
+    decided: dict[int, JobDecision]
+    preempted: frozenset[int]
+    proved: bool
+    value: float
+    solve_s: float = 0.0
+
+
+class NeighbourhoodModel:
+    """The CP-SAT model of neighbourhood ``hood``, built and hinted on creation.
+
+    Parameters
+    ----------
+    hood
+        The freed jobs, their candidate placements, the victims they may
+        displace and the fixed rest (:func:`whale_opt.cpsat.neighbourhood.make_neighbourhood`).
+    """
+
+    def __init__(self, hood: Neighbourhood) -> None:
+        self.hood = hood
+        self.model = cp_model.CpModel()
+        self.variables = Variables(self.model, hood)
+        Constraints(self.model, hood, self.variables).add_constraints()
+        self.objective = Objective(self.model, hood, self.variables)
+        self.objective.add_objective()
+        add_hint(self.model, hood, self.variables)
+
+    def solve(
+        self,
+        parameters: dict[str, Any],
+        time_limit_s: float,
+        seed: int = 0,
+        deterministic_s: float | None = None,
+    ) -> HoodResult | None:
+        """Solve within ``time_limit_s`` wall seconds; None when no solution came.
+
+        ``parameters`` are CP-SAT parameters; ``deterministic_s`` (when set)
+        bounds the search by CP-SAT's deterministic time, so reruns agree.
+        """
+        solver = cp_model.CpSolver()
+        for key, value in parameters.items():
+            setattr(solver.parameters, key, value)
+        solver.parameters.max_time_in_seconds = time_limit_s
+        solver.parameters.random_seed = seed
+        if deterministic_s is not None:
+            solver.parameters.max_deterministic_time = deterministic_s
+        # CP-SAT can overshoot its own limit: a watchdog stops the search.
+        watchdog = threading.Timer(time_limit_s + WATCHDOG_SLACK_S, solver.stop_search)
+        watchdog.start()
+        try:
+            status = solver.solve(self.model)
+        finally:
+            watchdog.cancel()
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        decided, preempted = decode(self.hood, self.variables, solver)
+        proved = status == cp_model.OPTIMAL
+        return HoodResult(
+            decided, preempted, proved, self.objective.value(solver), solver.wall_time
+        )
+
+
+def solve_neighbourhood(
+    hood: Neighbourhood,
+    parameters: dict[str, Any],
+    deadline: float,
+    preset: Preset,
+    round_no: int,
+    seed: int = 0,
+) -> HoodResult | None:
+    """Solve the freed jobs (and victims) exactly, by ``deadline`` (a
+    :func:`time.perf_counter` instant) and within the preset's per-call
+    limit; None when nothing is freed or no solution came in time."""
+    if not hood.jobs:
+        return None
+    built = NeighbourhoodModel(hood)
+    # The budget is taken after building: the model's own build time counts.
+    budget = min(deadline - time.perf_counter(), preset.round_limit_s)
+    if budget <= MIN_BUDGET_S:
+        return None
+    deterministic_s = preset.lns_deterministic_s if preset.deterministic else None
+    return built.solve(parameters, budget, seed + round_no, deterministic_s)
+
+
+def freed_share(
+    hood: Neighbourhood, decided: dict[int, JobDecision], preempted: frozenset[int]
+) -> float:
+    """The share of the decision@1 objective of a neighbourhood's freed jobs (as
+    ``decided``) and victims (those in ``preempted`` preempted)."""
+    instance = hood.instance
+    freed = {item.position for item in hood.jobs}
+    items = [decided[k] for k in sorted(freed)]
+    items += [
+        JobDecision(instance.running[v.position].id, Action.PREEMPT)
+        for v in hood.victims
+        if v.position in preempted
+    ]
+    rest = sum(
+        weight * instance.deferred_cost_end(k)
+        for k, weight in enumerate(instance.weights)
+        if k not in freed
+    )
+    return objective(instance, items) - rest

@@ -1,0 +1,91 @@
+"""CP-SAT presets: named parameter sets and how a round spends its time.
+
+The presets are TOML files shipped inside the package
+(``whale_opt/cpsat/presets/<name>.toml``) and read through
+:mod:`importlib.resources`, so a plain (non-editable) install has them too.
+Each has a ``[parameters]`` table (CP-SAT solver parameters, over
+:data:`DEFAULT_PARAMETERS`) and a ``[round]`` table (the :class:`Preset`
+knobs).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from whale_opt.problem_data import FieldError
+
+DEFAULT_PARAMETERS: dict[str, Any] = {"num_workers": 1, "cp_model_probing_level": 0}
+DEFAULT_PRESET = "default"
+SUFFIX = ".toml"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named configuration: CP-SAT parameters and how the round spends its time.
+
+    ``search_share``: fraction of the time after the greedy given to the
+    order search (the rest goes to CP-SAT LNS); ``hood_size``: jobs freed
+    per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
+    candidate nodes per freed job; ``deterministic``: fixed move and round
+    counts and CP-SAT deterministic time, so reruns are identical
+    (``search_moves``, ``lns_rounds``, ``lns_deterministic_s``);
+    ``round_limit_s``: wall seconds one neighbourhood's CP-SAT call may take
+    at most.
+    """
+
+    name: str
+    parameters: dict[str, Any]
+    search_share: float = 0.3
+    hood_size: int = 24
+    nodes_per_job: int = 6
+    deterministic: bool = False
+    search_moves: int = 200
+    lns_rounds: int = 20
+    lns_deterministic_s: float = 0.2
+    round_limit_s: float = 0.5
+
+
+ROUND_KEYS = frozenset(f.name for f in fields(Preset)) - {"name", "parameters"}
+"""The keys a preset's ``[round]`` table may set."""
+
+
+def _folder() -> Traversable:
+    """The packaged folder of preset files."""
+    return resources.files("whale_opt.cpsat").joinpath("presets")
+
+
+def preset_names() -> tuple[str, ...]:
+    """The names of the shipped presets, sorted."""
+    return tuple(
+        sorted(
+            entry.name.removesuffix(SUFFIX)
+            for entry in _folder().iterdir()
+            if entry.name.endswith(SUFFIX) and entry.is_file()
+        )
+    )
+
+
+def load_preset(name: str | None) -> Preset:
+    """The shipped preset ``name`` (None: ``default``).
+
+    Raises
+    ------
+    FieldError
+        ``name`` is not a shipped preset; the message lists the known ones.
+    """
+    name = name or DEFAULT_PRESET
+    entry = _folder().joinpath(f"{name}{SUFFIX}")
+    # A name is a file name, never a path: "../x" or "a/b" must not reach the folder.
+    if "/" in name or "\\" in name or name.startswith(".") or not entry.is_file():
+        known = ", ".join(preset_names())
+        raise FieldError("preset", name, f"unknown CP-SAT preset; choose from {known}")
+    loaded = tomllib.loads(entry.read_text("utf-8"))
+    knobs = loaded.get("round", {})
+    unknown = set(knobs) - ROUND_KEYS
+    if unknown:  # a packaged file is wrong: a bug, not bad input
+        raise ValueError(f"preset {name!r}: unknown [round] keys {sorted(unknown)}")
+    return Preset(name, {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}, **knobs)

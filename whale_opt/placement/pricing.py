@@ -1,0 +1,64 @@
+"""Soft preferences priced into placements.
+
+Soft preferences (a ``zone``, ``preferred_gpu_types``, ``prefer_nvlink``)
+are priced, not required: a job that has one takes the placement whose
+first criterion (its end; its start under ``best-fit`` and ``frag-aware``)
+plus the penalty of the preferences it drops, in seconds, is least. The
+search (:meth:`whale_opt.placement.search.PlacementSearch.best_placement`)
+tries the best placement that honours each combination of them (:func:`tries`)
+and the best unrestricted one, and prices each (:func:`penalty_s`). Only jobs
+that have such a preference pay for the extra searches.
+"""
+
+from __future__ import annotations
+
+from whale_opt import preferences
+from whale_opt.placement.records import Placement
+from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt.topology import nvlink_shaped
+
+
+def priced_preferences(instance: Instance, position: int) -> tuple[str, ...]:
+    """The soft preferences of job ``position`` that dropping would cost something."""
+    job = instance.queue[position]
+    policy = instance.policy
+    out: list[str] = []
+    if job.zone is not None and policy.zone_penalty_s > 0:
+        out.append("zone")
+    if job.preferred_gpu_types and policy.gpu_type_penalty_s > 0:
+        out.append("gpu_type")
+    wants_link = job.prefer_nvlink and job.topology != "nvlink" and job.gpus > 1
+    if wants_link and policy.nvlink_penalty_s > 0:
+        out.append("nvlink")
+    return tuple(out)
+
+
+def tries(
+    instance: Instance, position: int, eligible: tuple[int, ...], wanted: tuple[str, ...]
+) -> list[tuple[QueuedJob, frozenset[int] | None]]:
+    """The searches that honour the preferences ``wanted`` of job ``position``, in
+    order: per shape of the job (NVLink-shaped first when it prefers NVLink), the
+    nodes of ``eligible`` in its zone and of a preferred type, in its zone, of a
+    preferred type, and any node (None)."""
+    job = instance.queue[position]
+    honour: list[frozenset[int]] = []
+    if "zone" in wanted:
+        honour.append(frozenset(n for n in eligible if instance.nodes[n].zone == job.zone))
+    if "gpu_type" in wanted:
+        liked = set(job.preferred_gpu_types)
+        honour.append(frozenset(n for n in eligible if instance.nodes[n].gpu_type in liked))
+    restrictions: list[frozenset[int] | None] = []
+    if len(honour) == 2:
+        restrictions.append(honour[0] & honour[1])
+    restrictions += [*honour, None]
+    shapes = [nvlink_shaped(job), job] if "nvlink" in wanted else [job]
+    return [(shape, allowed) for shape in shapes for allowed in restrictions]
+
+
+def penalty_s(instance: Instance, position: int, placement: Placement) -> float:
+    """What ``placement`` of job ``position`` costs in dropped preferences, in
+    seconds of the job's (weighted) end."""
+    per_node = dict(zip(placement.nodes, placement.counts, strict=True))
+    masks = dict(zip(placement.nodes, placement.masks, strict=True)) if placement.masks else None
+    names = preferences.dropped(instance, position, per_node, masks)
+    return preferences.price(instance, position, names) / instance.weights[position]

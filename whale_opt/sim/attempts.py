@@ -1,0 +1,119 @@
+"""The GPUs jobs really hold: attempts started, interrupted and completed.
+
+The scheduler plans with estimates; :class:`Attempts` knows what each attempt
+really takes (:class:`~whale_opt.sim.jobs.JobRun`), which node's GPUs it
+holds, and writes the run record's segment row of every attempt as it ends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from whale_opt.problem_data import Instance, Node, QueuedJob
+from whale_opt.sim.jobs import full_run_s
+from whale_opt.sim.record import RunRecord
+
+
+class Attempts:
+    """The attempts of ``record.jobs`` on ``cluster`` (checkpoints every
+    ``checkpoint_interval_s`` seconds of computing; None: none)."""
+
+    def __init__(
+        self, cluster: Instance, record: RunRecord, checkpoint_interval_s: int | None
+    ) -> None:
+        self.cluster = cluster
+        self.record = record
+        self.jobs = record.jobs
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.node_type = {node.id: node.gpu_type for node in cluster.nodes}
+        self.busy_on: dict[str, int] = defaultdict(int)  # node -> GPUs held
+
+    def start(self, job_id: str, gpus: tuple[str, ...], now: int) -> int:
+        """Start ``job_id``'s next attempt on ``gpus``; returns when it will complete."""
+        run = self.jobs[job_id]
+        run.gpus = gpus
+        run.gpu_type = self.node_type[gpus[0].rpartition("/")[0]]
+        run.started_at = now
+        run.restore_s, run.restore_due = run.restore_due, 0
+        run.run_s = run.restore_s + max(
+            1, math.ceil(run.remaining * full_run_s(run, self.cluster, run.gpu_type) - 1e-9)
+        )
+        if run.first_start is None:
+            run.first_start = now
+        for gpu in gpus:
+            self.busy_on[gpu.rpartition("/")[0]] += 1
+        return now + run.run_s
+
+    def complete(self, job_id: str, attempt: int, now: int) -> bool:
+        """Attempt ``attempt`` of ``job_id`` ends at ``now``, the job done; False
+        when that attempt was cancelled meanwhile (failed or preempted)."""
+        run = self.jobs[job_id]
+        if run.attempt != attempt or run.started_at is None:
+            return False
+        overhead = run.close(now)
+        self.record.add_segment(run, "completed", now, run.run_s - overhead, overhead=overhead)
+        run.remaining = 0.0
+        run.end = now
+        self._release(job_id)
+        return True
+
+    def interrupt(self, job_id: str, outcome: str, now: int) -> float:
+        """Stop a running job (see :meth:`JobRun.interrupt`); return the share of
+        this attempt's work still to do."""
+        run = self.jobs[job_id]
+        after = run.restored_after  # the cause of this attempt's restore, before it changes
+        stop = run.interrupt(now, self.checkpoint_interval_s, outcome)
+        self.record.add_segment(
+            run, outcome, now, stop.saved_s, overhead=stop.overhead_s, lost=stop.lost_s, after=after
+        )
+        self._release(job_id)
+        return stop.left
+
+    def close(self, now: int) -> None:
+        """The run ends at ``now``: jobs still running count their time so far."""
+        for run in self.jobs.values():
+            if run.started_at is not None:
+                overhead = run.close(now)
+                self.record.add_segment(
+                    run, "running", now, now - run.started_at - overhead, overhead=overhead
+                )
+
+    def _release(self, job_id: str) -> None:
+        run = self.jobs[job_id]
+        for gpu in run.gpus:
+            self.busy_on[gpu.rpartition("/")[0]] -= 1
+        run.attempt += 1
+        run.started_at = None
+
+    def gpu_columns(
+        self,
+        nodes: Iterable[Node],
+        queue: Mapping[str, QueuedJob],
+        eligible: Mapping[str, frozenset[str]],
+    ) -> dict[str, int]:
+        """The rounds table's GPU counts: busy, healthy, free and fragmented.
+
+        A free GPU is fragmented when its node has fewer free GPUs than the
+        smallest queued job that may use its type needs (a whole node for
+        larger gangs); ``eligible`` gives each job's GPU types.
+        """
+        nodes = tuple(nodes)
+        healthy = sum(len(node.healthy_indices) for node in nodes)
+        busy = sum(self.busy_on.values())
+        need: dict[str, int] = {}
+        for job_id, job in queue.items():
+            for name in eligible[job_id]:
+                need[name] = min(need.get(name, job.gpus), job.gpus)
+        fragmented = 0
+        for node in nodes:
+            free = len(node.healthy_indices) - self.busy_on[node.id]
+            if free > 0 and node.gpu_type in need and free < min(need[node.gpu_type], node.gpus):
+                fragmented += free
+        return {
+            "busy_gpus": busy,
+            "healthy_gpus": healthy,
+            "free_gpus": healthy - busy,
+            "fragmented_gpus": fragmented,
+        }
