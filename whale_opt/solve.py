@@ -12,7 +12,7 @@ every solver starts from and the analytic lower bound; the cost model
   its head, by class rank then Smith's ratio, is decided, and the rest is
   deferred to a later round (:func:`solve_head`);
 - an analytic bound that would not fit :data:`whale_opt.budget.BOUND_SHARE` of the limit is
-  replaced by the trivial one (``policy.report_bound`` off): weaker, as honest.
+  replaced by the trivial one (``options.report_bound`` off): weaker, as honest.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import nullcontext
 from functools import partial
 
 from whale_opt.bounds import trivial_bound
@@ -105,28 +106,21 @@ def _solve_pools(
     max_gpus: int,
     executor: Executor | None,
 ) -> Decision:
-    """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``."""
-    solve_pool = partial(solve_one_pool, solver=solver)
-    if executor is not None:
-        workers = getattr(executor, "_max_workers", LOCAL_WORKERS)
+    """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``
+    on ``executor`` (None: :data:`LOCAL_WORKERS` local processes, made for the round)."""
+    owned = executor is None
+    with ProcessPoolExecutor(LOCAL_WORKERS) if owned else nullcontext(executor) as pool:
+        # The standard executors say how many pools run at once; assume the local
+        # count for one that does not (it only sets each pool's share of the limit).
+        workers = getattr(pool, "_max_workers", LOCAL_WORKERS)
         return solve_split(
             instance,
-            solve_pool,
-            solver,
-            options,
-            max_gpus=max_gpus,
-            executor=executor,
-            workers=workers,
-        )
-    with ProcessPoolExecutor(max_workers=LOCAL_WORKERS) as pool:
-        return solve_split(
-            instance,
-            solve_pool,
+            partial(solve_one_pool, solver=solver),
             solver,
             options,
             max_gpus=max_gpus,
             executor=pool,
-            workers=LOCAL_WORKERS,
+            workers=workers,
         )
 
 
