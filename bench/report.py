@@ -157,8 +157,9 @@ def trace_studies(settings: Settings) -> list[Study]:
     if settings.philly_machines.exists() and settings.philly_jobs_file.exists():
         cluster, _ = read_philly_cluster(settings.philly_machines)
         trace, report = read_philly_trace(settings.philly_jobs_file)
+        gpu_total = sum(n.gpu_count for n in cluster.nodes)
         settings.notes.append(
-            f"philly: {len(cluster.nodes)} machines / {sum(n.gpus for n in cluster.nodes)} GPUs;"
+            f"philly: {len(cluster.nodes)} machines / {gpu_total} GPUs;"
             f" {report.jobs} jobs of >= 4 GPUs ({report.multi_node} multi-node)"
         )
         philly = _head(trace, settings.philly_jobs)
@@ -397,7 +398,7 @@ def report(settings: Settings, argv: list[str]) -> str:
             f"## {study.name}",
             "",
             f"{len(study.trace)} jobs from `{study.origin}` on {study.cluster.name} "
-            f"({sum(n.gpus for n in study.cluster.nodes)} GPUs); offered load {load:.1%}"
+            f"({sum(n.gpu_count for n in study.cluster.nodes)} GPUs); offered load {load:.1%}"
             + (f" (arrivals compressed to {study.load:.0%})" if study.load else " (as recorded)")
             + f"; lower bound of the weighted JCT {bound:.0f} s.",
             "",

@@ -161,7 +161,7 @@ def main() -> int:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
     errors = sum(count for outcome, count in outcomes.items() if outcome != "200")
-    gpus = sum(node.gpus for node in instance.nodes)
+    gpus = sum(node.gpu_count for node in instance.nodes)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )

@@ -31,7 +31,7 @@ def main() -> None:
 
     cluster = synthetic_cluster(args.gpus, seed=args.seed)
     trace = synthetic_trace(args.jobs, cluster, load=args.load, seed=args.seed)
-    gpus = sum(node.gpus for node in cluster.nodes)
+    gpus = sum(node.gpu_count for node in cluster.nodes)
     print(f"{len(trace)} jobs over {trace[-1].submit_s / 86400:.1f} days on {gpus} GPUs")
     base = SimConfig(
         round_period_s=args.period or None,

@@ -10,7 +10,7 @@ from whale_opt.problem_data import Instance
 
 
 def start(job_id: str, ids: Sequence[str], end: int = 100) -> JobDecision:
-    return JobDecision(job_id, Action.START, gpus=tuple(ids), start_s=0, end_s=end)
+    return JobDecision(job_id, Action.START, gpu_ids=tuple(ids), start_s=0, end_s=end)
 
 
 def planned(

@@ -116,7 +116,7 @@ def _mixed_sizes_one_node() -> tuple[Instance, Decision]:
         (Node("s4", "A100", 4, "nvswitch"), Node("s8", "A100", 8, "nvswitch")),
         queue=(QueuedJob("q1", 6, 100),),
     )
-    start = JobDecision("q1", Action.START, gpus=_on("s8", 6), start_s=0, end_s=100)
+    start = JobDecision("q1", Action.START, gpu_ids=_on("s8", 6), start_s=0, end_s=100)
     return inst, _decision(inst, start)
 
 
@@ -133,7 +133,7 @@ def _mixed_sizes_gang() -> tuple[Instance, Decision]:
         queue=(QueuedJob("q1", 16, 100),),
     )
     ids = _on("x8", 8) + _on("y8", 8)
-    return inst, _decision(inst, JobDecision("q1", Action.START, gpus=ids, start_s=0, end_s=100))
+    return inst, _decision(inst, JobDecision("q1", Action.START, gpu_ids=ids, start_s=0, end_s=100))
 
 
 def _quota_frees_elsewhere() -> tuple[Instance, Decision]:

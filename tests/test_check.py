@@ -460,7 +460,7 @@ def test_planned_start_at_the_horizon_is_allowed() -> None:
 
 def test_started_job_not_at_zero() -> None:
     inst = cluster(job("q1"))
-    item = JobDecision("q1", Action.START, gpus=("a0/0",), start_s=5, end_s=100)
+    item = JobDecision("q1", Action.START, gpu_ids=("a0/0",), start_s=5, end_s=100)
     assert found(check(inst, decide(inst, item))) == {("start-time", "q1")}
 
 
@@ -646,11 +646,11 @@ def test_checker_catches_mutations_of_a_valid_decision(
     k = data.draw(st.integers(0, len(jobs) - 1), label="job")
     item = jobs[k]
     mutation = data.draw(st.sampled_from(["drop", "twice", "objective", "end", "horizon", "steal"]))
-    held = [gpu for running in instance.running for gpu in running.gpus]
+    held = [gpu for running in instance.running for gpu in running.gpu_ids]
     if mutation == "steal" and item.action is Action.START and held:
         expected = ("gpu-twice", item.id)
         stolen = data.draw(st.sampled_from(held))
-        jobs[k] = replace(item, gpus=(stolen, *item.gpus[1:]))
+        jobs[k] = replace(item, gpu_ids=(stolen, *item.gpu_ids[1:]))
     elif mutation == "drop":
         expected = ("missing", item.id)
         del jobs[k]
@@ -679,13 +679,13 @@ def test_checker_judges_any_gpu_choice_without_raising(
 ) -> None:
     # Started jobs on arbitrary existing GPUs (failed, busy, wrong type, scattered):
     # the checker must name what is wrong, never raise.
-    everything = [node.gpu_id(i) for node in instance.nodes for i in range(node.gpus)]
+    everything = [node.gpu_id(i) for node in instance.nodes for i in range(node.gpu_count)]
     jobs: list[JobDecision] = []
     for queued in instance.queue:
-        count = data.draw(st.integers(1, min(queued.gpus + 1, len(everything))))
+        count = data.draw(st.integers(1, min(queued.gpu_count + 1, len(everything))))
         ids = data.draw(st.lists(st.sampled_from(everything), min_size=count, max_size=count))
         end = data.draw(st.integers(1, 10_000))
-        jobs.append(JobDecision(queued.id, Action.START, gpus=tuple(ids), start_s=0, end_s=end))
+        jobs.append(JobDecision(queued.id, Action.START, gpu_ids=tuple(ids), start_s=0, end_s=end))
     jobs += [JobDecision(r.id, Action.KEEP) for r in instance.running]
     decision = Decision(
         instance.name,

@@ -145,8 +145,8 @@ def test_a_running_job_spanning_pools_may_be_preempted_in_neither() -> None:
     spanning = RunningJob("span", ("n0/0", "n1/0"), 5000, priority_class="best-effort")
     instance = instance.replace(
         running=(
-            replace(instance.running[0], gpus=tuple(f"n0/{i}" for i in range(1, 8))),
-            replace(instance.running[1], gpus=tuple(f"n1/{i}" for i in range(1, 8))),
+            replace(instance.running[0], gpu_ids=tuple(f"n0/{i}" for i in range(1, 8))),
+            replace(instance.running[1], gpu_ids=tuple(f"n1/{i}" for i in range(1, 8))),
             spanning,
         )
     )

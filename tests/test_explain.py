@@ -176,7 +176,7 @@ def test_unknown_job_is_a_key_error() -> None:
 @pytest.mark.parametrize("path", sorted(INSTANCES.glob("*/*.json")), ids=lambda p: p.stem)
 def test_every_example_instance_is_explained(path: Path) -> None:
     instance = read_instance(path)
-    gpus = sum(n.gpus for n in instance.nodes)
+    gpus = sum(n.gpu_count for n in instance.nodes)
     pending = [
         item.id for item in solve(instance).jobs if item.action in (Action.PLANNED, Action.DEFERRED)
     ]

@@ -176,7 +176,7 @@ class _PreemptForQ:
 
     def decide(self, instance: Instance, options: SolveOptions = DEFAULT_OPTIONS) -> Decision:
         victim = next(job for job in instance.running if job.id == "be")
-        jobs = [JobDecision("q", Action.START, gpus=victim.gpus, start_s=0, end_s=100)]
+        jobs = [JobDecision("q", Action.START, gpu_ids=victim.gpu_ids, start_s=0, end_s=100)]
         jobs += [
             JobDecision(job.id, Action.PREEMPT if job.id == "be" else Action.KEEP)
             for job in instance.running

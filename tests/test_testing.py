@@ -125,7 +125,7 @@ PREDICATES: dict[str, Callable[[Instance], bool]] = {
     "draining": lambda i: any(node.draining for node in i.nodes),
     "preferred-gpu-types": lambda i: any(job.preferred_gpu_types for job in i.queue),
     "prefer-nvlink-soft": lambda i: any(
-        job.prefer_nvlink and job.topology != "nvlink" and job.gpus > 1 for job in i.queue
+        job.prefer_nvlink and job.topology != "nvlink" and job.gpu_count > 1 for job in i.queue
     ),
 }
 
@@ -163,7 +163,7 @@ def test_priority_classes_sometimes_redefine_a_default() -> None:
 
 def test_draining_nodes_sometimes_hold_running_work() -> None:
     def drains_work(instance: Instance) -> bool:
-        nodes = {instance.parse_gpu(gpu).node for job in instance.running for gpu in job.gpus}
+        nodes = {instance.parse_gpu(gpu).node for job in instance.running for gpu in job.gpu_ids}
         return any(instance.nodes[k].draining for k in nodes)
 
     assert drains_work(find(instances(max_nodes=4, draining=True), drains_work, settings=SEARCH))

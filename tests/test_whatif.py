@@ -35,13 +35,13 @@ def test_fail_node_requeues_its_running_job() -> None:
     changed = {item.job_id: item for item in result.jobs}
     after = changed["r1"].after
     assert after is not None and after.action is not Action.KEEP
-    assert all(not gpu.startswith("a01/") for item in result.after.jobs for gpu in item.gpus)
+    assert all(not gpu.startswith("a01/") for item in result.after.jobs for gpu in item.gpu_ids)
 
 
 def test_drain_keeps_running_jobs_but_takes_no_new_work() -> None:
     result = whatif(read_instance(SMALL), Change("drain", "a01"))
     assert result.after.job("r1").action is Action.KEEP
-    assert all(not gpu.startswith("a01/") for item in result.after.jobs for gpu in item.gpus)
+    assert all(not gpu.startswith("a01/") for item in result.after.jobs for gpu in item.gpu_ids)
     assert "q2" in {item.job_id for item in result.jobs}
 
 

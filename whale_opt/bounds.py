@@ -125,7 +125,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
         return outside
     work = {
         k: min(
-            instance.queue[k].gpus * d * instance.gpu_types[p].speed
+            instance.queue[k].gpu_count * d * instance.gpu_types[p].speed
             for p, d in instance.durations[k].items()
         )
         for k in jobs
@@ -164,7 +164,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
         for p, duration in instance.durations[k].items():
             if p not in capacity:
                 continue  # no node of this type
-            rate = job.gpus * instance.gpu_types[p].speed / unit
+            rate = job.gpu_count * instance.gpu_types[p].speed / unit
             t_eff = lo + duration / 2
             # Buckets before the release are empty; past the cut-off deferring is never dearer.
             keep = np.nonzero((grid[1:] > lo) & (t_eff < cutoff))[0]

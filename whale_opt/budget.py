@@ -46,7 +46,7 @@ def _pairs(instance: Instance) -> list[int]:
     memo: dict[tuple[object, ...], int] = {}
     out = []
     for k, job in enumerate(instance.queue):
-        shape = (instance.eligible_types[k], job.gpus, job.topology)
+        shape = (instance.eligible_types[k], job.gpu_count, job.topology)
         if shape not in memo:
             memo[shape] = len(eligible_nodes(instance, k, topologies))
         out.append(memo[shape])
@@ -89,8 +89,8 @@ def split_size(
     # P pools of a P-th of the nodes and queue each cost about 1/P^2 and run about P/2
     # at a time on two workers, each with a P/2-th of the pools' share of the limit.
     parts = math.ceil(cost.greedy_s / budget)
-    gpus = sum(node.gpus for node in instance.nodes)
-    largest = max(sum(instance.nodes[k].gpus for k in members) for members in groups.values())
+    gpus = sum(node.gpu_count for node in instance.nodes)
+    largest = max(sum(instance.nodes[k].gpu_count for k in members) for members in groups.values())
     return max(largest, math.ceil(gpus / parts))
 
 

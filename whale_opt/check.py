@@ -134,14 +134,14 @@ class _Checker:
             if item is not None and item.action is Action.PREEMPT:
                 continue
             per_node: dict[int, int] = defaultdict(int)
-            for gpu in job.gpus:
+            for gpu in job.gpu_ids:
                 self.held_now[gpu] = job.id
                 per_node[self.instance.parse_gpu(gpu).node] += 1
             self._hold(
                 job.id,
                 job.tenant,
                 per_node,
-                len(job.gpus),
+                len(job.gpu_ids),
                 job.cpu,
                 job.memory_gb,
                 0,
@@ -171,17 +171,19 @@ class _Checker:
     def _started(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """GPU ids valid, healthy, free, of one eligible type, in the job's topology."""
         refs = []
-        for gpu in item.gpus:
+        for gpu in item.gpu_ids:
             try:
                 refs.append(self.instance.parse_gpu(gpu))
             except FieldError as exc:
                 self.flag(job.id, "gpu-id", exc.message + f": {gpu!r}")
                 return
-        if len(item.gpus) != job.gpus:
-            self.flag(job.id, "gang", f"needs {job.gpus} GPUs at once, got {len(item.gpus)}")
-        if len(set(item.gpus)) != len(item.gpus):
+        if len(item.gpu_ids) != job.gpu_count:
+            self.flag(
+                job.id, "gang", f"needs {job.gpu_count} GPUs at once, got {len(item.gpu_ids)}"
+            )
+        if len(set(item.gpu_ids)) != len(item.gpu_ids):
             self.flag(job.id, "gpu-twice", "lists a GPU more than once")
-        for gpu, ref in zip(item.gpus, refs, strict=True):
+        for gpu, ref in zip(item.gpu_ids, refs, strict=True):
             node = self.instance.nodes[ref.node]
             if node.down or ref.index in node.failed_gpus:
                 self.flag(job.id, "failed-hardware", f"GPU {gpu} is on failed hardware")
@@ -204,7 +206,7 @@ class _Checker:
             job.id,
             job.tenant,
             per_node,
-            max(job.gpus, 1),
+            max(job.gpu_count, 1),
             job.cpu,
             job.memory_gb,
             0,
@@ -218,9 +220,9 @@ class _Checker:
         if unknown or not item.nodes:
             self.flag(job.id, "planned-nodes", f"names unknown or no nodes: {unknown}")
             return
-        counts = planned_counts(item, job.gpus)
-        if len(counts) != len(item.nodes) or sum(counts) != job.gpus or min(counts) < 1:
-            self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpus}")
+        counts = planned_counts(item, job.gpu_count)
+        if len(counts) != len(item.nodes) or sum(counts) != job.gpu_count or min(counts) < 1:
+            self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpu_count}")
             return
         if len(set(item.nodes)) != len(item.nodes):
             self.flag(job.id, "planned-nodes", "lists a node twice")
@@ -251,7 +253,7 @@ class _Checker:
             job.id,
             job.tenant,
             dict(per_node),
-            job.gpus,
+            job.gpu_count,
             job.cpu,
             job.memory_gb,
             max(start, 0),
@@ -261,7 +263,7 @@ class _Checker:
 
     def _draining_and_preferences(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """No new work on a draining node; every dropped soft preference reported."""
-        per_node, _ = placement_of(self.instance, item, job.gpus)
+        per_node, _ = placement_of(self.instance, item, job.gpu_count)
         for node in per_node:
             if self.instance.nodes[node].draining:
                 self.flag(job.id, "draining", f"node {self.instance.nodes[node].id} is draining")

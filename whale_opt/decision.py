@@ -59,7 +59,7 @@ class JobDecision:
 
     id: str
     action: Action
-    gpus: tuple[str, ...] = ()
+    gpu_ids: tuple[str, ...] = ()
     start_s: int | None = None
     end_s: int | None = None
     nodes: tuple[str, ...] = ()
@@ -113,7 +113,7 @@ def job_nodes(item: JobDecision) -> tuple[str, ...]:
     """The node ids a started or planned job occupies, in first-use order."""
     if item.action is Action.START:
         seen: dict[str, None] = {}
-        for gpu in item.gpus:
+        for gpu in item.gpu_ids:
             seen.setdefault(gpu.rpartition("/")[0], None)
         return tuple(seen)
     return item.nodes
@@ -131,7 +131,7 @@ def placement_of(
     try:
         if item.action is Action.START:
             masks: dict[int, int] = {}
-            for gpu in item.gpus:
+            for gpu in item.gpu_ids:
                 ref = instance.parse_gpu(gpu)
                 masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
             return {n: m.bit_count() for n, m in masks.items()}, masks
@@ -159,7 +159,7 @@ def dropped_preferences(instance: Instance, position: int, item: JobDecision) ->
     job = instance.queue[position]
     if not (job.zone or job.preferred_gpu_types or job.prefer_nvlink):
         return ()
-    per_node, masks = placement_of(instance, item, job.gpus)
+    per_node, masks = placement_of(instance, item, job.gpu_count)
     return preferences.dropped(instance, position, per_node, masks)
 
 

@@ -65,8 +65,8 @@ def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
     for rack_lists in by_type.values():
         current: list[int] = []
         for members in rack_lists:
-            size = sum(instance.nodes[k].gpus for k in members)
-            if current and sum(instance.nodes[k].gpus for k in current) + size > max_gpus:
+            size = sum(instance.nodes[k].gpu_count for k in members)
+            if current and sum(instance.nodes[k].gpu_count for k in current) + size > max_gpus:
                 node_sets.append(current)
                 current = []
             current = current + members
@@ -83,8 +83,8 @@ def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
     gpus = [sum(len(instance.nodes[k].healthy_indices) for k in nodes) or 1 for nodes in node_sets]
     backlog = [0.0] * len(node_sets)  # seconds of work per GPU already there
     for held in instance.running:
-        pool = where[instance.parse_gpu(held.gpus[0]).node]
-        backlog[pool] += len(held.gpus) * held.remaining_s / gpus[pool]
+        pool = where[instance.parse_gpu(held.gpu_ids[0]).node]
+        backlog[pool] += len(held.gpu_ids) * held.remaining_s / gpus[pool]
     assigned: list[list[int]] = [[] for _ in node_sets]
     for position in wspt_order(instance):
         job = instance.queue[position]
@@ -97,7 +97,7 @@ def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
             for p in options
         }
         best = min(options, key=lambda p: (backlog[p] + duration[p], p))
-        backlog[best] += job.gpus * duration[best] / gpus[best]
+        backlog[best] += job.gpu_count * duration[best] / gpus[best]
         assigned[best].append(position)
     return [
         Pool(tuple(nodes), tuple(sorted(jobs)))
@@ -113,7 +113,7 @@ def quota_shares(instance: Instance, parts: list[Pool]) -> dict[str, list[int]]:
         if tenant.gpu_quota is None:
             continue
         asks = [
-            sum(instance.queue[k].gpus for k in p.jobs if instance.queue[k].tenant == name)
+            sum(instance.queue[k].gpu_count for k in p.jobs if instance.queue[k].tenant == name)
             for p in parts
         ]
         shares[name] = _proportional(tenant.gpu_quota, asks)
@@ -134,7 +134,7 @@ def _pool_of_running(instance: Instance, parts: list[Pool]) -> dict[int, int | N
     where = {k: p for p, pool in enumerate(parts) for k in pool.nodes}
     out: dict[int, int | None] = {}
     for r, job in enumerate(instance.running):
-        held = {where[instance.parse_gpu(gpu).node] for gpu in job.gpus}
+        held = {where[instance.parse_gpu(gpu).node] for gpu in job.gpu_ids}
         out[r] = held.pop() if len(held) == 1 else None
     return out
 
@@ -162,7 +162,7 @@ def pool_tenants(instance: Instance, pool: Pool, quotas: dict[str, int]) -> dict
     held = held_by_tenant(instance)
     inside: dict[str, int] = defaultdict(int)
     for job in instance.running:
-        inside[job.tenant] += sum(instance.parse_gpu(g).node in nodes for g in job.gpus)
+        inside[job.tenant] += sum(instance.parse_gpu(g).node in nodes for g in job.gpu_ids)
     out: dict[str, Tenant] = {}
     for name in {*instance.tenants, *quotas}:
         quota = quotas.get(name, instance.tenants[name].gpu_quota)
@@ -186,16 +186,16 @@ def sub_instance(
     names = {instance.nodes[k].id for k in pool.nodes}
     running = []
     for job in instance.running:
-        mine = tuple(g for g in job.gpus if g.rpartition("/")[0] in names)
+        mine = tuple(g for g in job.gpu_ids if g.rpartition("/")[0] in names)
         if mine:
-            share = len(mine) / len(job.gpus)
+            share = len(mine) / len(job.gpu_ids)
             running.append(
                 replace(
                     job,
-                    gpus=mine,
+                    gpu_ids=mine,
                     cpu=job.cpu * share,
                     memory_gb=job.memory_gb * share,
-                    preemptible=job.preemptible and len(mine) == len(job.gpus),
+                    preemptible=job.preemptible and len(mine) == len(job.gpu_ids),
                 )
             )
     queue = tuple(instance.queue[k] for k in pool.jobs)
@@ -313,7 +313,7 @@ class _Merge:
             if r not in self.preempted:
                 continue
             self.preempted.discard(r)
-            nodes = {instance.parse_gpu(g).node for g in instance.running[r].gpus}
+            nodes = {instance.parse_gpu(g).node for g in instance.running[r].gpu_ids}
             end = instance.running[r].remaining_s
             for k, placement in self.placements.items():
                 if placement is not None and placement.start < end and set(placement.nodes) & nodes:
@@ -325,17 +325,17 @@ class _Merge:
         use: dict[str, Profile] = defaultdict(Profile)  # GPUs held per tenant over time
         for r, held in enumerate(instance.running):
             if r not in self.preempted:
-                use[held.tenant].add(0, held.remaining_s, len(held.gpus))
+                use[held.tenant].add(0, held.remaining_s, len(held.gpu_ids))
         placed = {k: p for k, p in self.placements.items() if p is not None and k not in self.again}
         for k in sorted(placed, key=lambda k: (placed[k].start, k)):
             job = instance.queue[k]
             if _has_quota(instance, k):
                 quota = instance.tenants[job.tenant].gpu_quota or 0
                 profile = use[job.tenant]
-                if profile.peak(placed[k].start, placed[k].end) + job.gpus > quota:
+                if profile.peak(placed[k].start, placed[k].end) + job.gpu_count > quota:
                     self.again.add(k)
                     continue
-                profile.add(placed[k].start, placed[k].end, job.gpus)
+                profile.add(placed[k].start, placed[k].end, job.gpu_count)
 
     def _release_rule(self) -> None:
         """Planned NVLink jobs that lost the end they waited for go again."""

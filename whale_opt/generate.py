@@ -79,7 +79,7 @@ def _nodes(rng: np.random.Generator, mix: dict[str, int], rack_size: int) -> lis
                 Node(
                     id=f"{prefix}-{k:04d}",
                     gpu_type=gpu_type,
-                    gpus=shape.gpus,
+                    gpu_count=shape.gpus,
                     nvlink=shape.nvlink,
                     cpu=shape.cpu,
                     memory_gb=shape.memory_gb,
@@ -137,7 +137,7 @@ def _running(
                 RunningJob(
                     id=f"run-{len(jobs):05d}",
                     tenant=str(rng.choice(TENANTS)),
-                    gpus=gpus,
+                    gpu_ids=gpus,
                     cpu=float(8 * size),
                     memory_gb=float(32 * size),
                     started_at=-int(rng.integers(60, 86_400)),
@@ -180,7 +180,7 @@ def _queue(
             QueuedJob(
                 id=f"job-{k:05d}",
                 tenant=str(rng.choice(TENANTS)),
-                gpus=size,
+                gpu_count=size,
                 gpu_types=types,
                 min_gpu_memory_gb=memory,
                 cpu=float(6 * size),
@@ -232,7 +232,8 @@ def generate(
     queue = _queue(rng, mix, queued, large, median)
     if family == "fragmented":
         queue = [
-            replace(job, gpus=int(rng.choice([2, 4, 4, 8])), topology="nvlink") for job in queue
+            replace(job, gpu_count=int(rng.choice([2, 4, 4, 8])), topology="nvlink")
+            for job in queue
         ]
     tenants = {name: Tenant(name, gpu_quota=None) for name in TENANTS}
     tenants["research"] = Tenant("research", gpu_quota=max(8, gpus // 8))

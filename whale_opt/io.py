@@ -257,11 +257,14 @@ def read_round(path: str | Path) -> tuple[Instance, SolveOptions]:
 
 
 def _running(spec: Mapping[str, Any]) -> RunningJob:
-    return RunningJob(**{**spec, "gpus": tuple(spec["gpus"])})
+    fields = dict(spec)
+    fields["gpu_ids"] = tuple(fields.pop("gpus"))
+    return RunningJob(**fields)
 
 
 def _node(spec: Mapping[str, Any]) -> Node:
     fields = dict(spec)
+    fields["gpu_count"] = fields.pop("gpus")
     nvlink = fields.get("nvlink", "pcie")
     if isinstance(nvlink, dict):
         fields["nvlink"] = tuple((int(a), int(b)) for a, b in nvlink["edges"])
@@ -271,6 +274,7 @@ def _node(spec: Mapping[str, Any]) -> Node:
 
 def _queued(spec: Mapping[str, Any]) -> QueuedJob:
     fields = dict(spec)
+    fields["gpu_count"] = fields.pop("gpus")
     fields["gpu_types"] = tuple(fields.get("gpu_types", ()))
     fields["duration_by_type_s"] = tuple(sorted(fields.get("duration_by_type_s", {}).items()))
     fields["preferred_gpu_types"] = tuple(fields.get("preferred_gpu_types", ()))
@@ -350,7 +354,7 @@ def _node_dict(node: Node) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": node.id,
         "gpu_type": node.gpu_type,
-        "gpus": node.gpus,
+        "gpus": node.gpu_count,
         "nvlink": node.nvlink
         if isinstance(node.nvlink, str)
         else {"edges": [list(edge) for edge in node.nvlink]},
@@ -373,7 +377,7 @@ def _running_dict(job: RunningJob) -> dict[str, Any]:
     return {
         "id": job.id,
         "tenant": job.tenant,
-        "gpus": list(job.gpus),
+        "gpus": list(job.gpu_ids),
         "cpu": job.cpu,
         "memory_gb": job.memory_gb,
         "started_at": job.started_at,
@@ -392,7 +396,7 @@ def _queued_dict(job: QueuedJob) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": job.id,
         "tenant": job.tenant,
-        "gpus": job.gpus,
+        "gpus": job.gpu_count,
         "cpu": job.cpu,
         "memory_gb": job.memory_gb,
         "weight": job.weight,
@@ -443,7 +447,7 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
 def _job_dict(item: JobDecision) -> dict[str, Any]:
     out: dict[str, Any] = {"id": item.id, "action": item.action.value}
     if item.action is Action.START:
-        out["gpus"] = list(item.gpus)
+        out["gpus"] = list(item.gpu_ids)
     if item.start_s is not None:
         out["start_s"] = item.start_s
     if item.end_s is not None:
@@ -468,7 +472,7 @@ def decision_from_dict(raw: Any, source: str = "<decision>") -> Decision:
         JobDecision(
             id=spec["id"],
             action=Action(spec["action"]),
-            gpus=tuple(spec.get("gpus", ())),
+            gpu_ids=tuple(spec.get("gpus", ())),
             start_s=spec.get("start_s"),
             end_s=spec.get("end_s"),
             nodes=tuple(spec.get("nodes", ())),

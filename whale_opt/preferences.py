@@ -42,7 +42,7 @@ def dropped(
         out.append("zone")
     if job.preferred_gpu_types and nodes[0].gpu_type not in job.preferred_gpu_types:
         out.append("gpu_type")
-    if job.prefer_nvlink and job.topology != "nvlink" and job.gpus > 1:
+    if job.prefer_nvlink and job.topology != "nvlink" and job.gpu_count > 1:
         topologies = node_topologies(instance)
         if nvlink_breaches(
             instance,

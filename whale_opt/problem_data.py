@@ -142,7 +142,7 @@ class Node:
 
     id: str
     gpu_type: str
-    gpus: int
+    gpu_count: int
     nvlink: str | tuple[tuple[int, int], ...] = "pcie"
     cpu: float = 0.0
     memory_gb: float = 0.0
@@ -156,7 +156,7 @@ class Node:
         _ident("id", self.id)
         _require("/" not in self.id, "id", self.id, "must not contain '/'")
         _ident("gpu_type", self.gpu_type)
-        _integer("gpus", self.gpus, 1)
+        _integer("gpus", self.gpu_count, 1)
         _nonneg("cpu", self.cpu)
         _nonneg("memory_gb", self.memory_gb)
         _ident("rack", self.rack)
@@ -168,7 +168,7 @@ class Node:
                 f"must be one of {', '.join(NVLINK_LAYOUTS)} or {{'edges': [...]}}",
             )
             _require(
-                self.nvlink != "hybrid-cube-mesh" or self.gpus == 8,
+                self.nvlink != "hybrid-cube-mesh" or self.gpu_count == 8,
                 "nvlink",
                 self.nvlink,
                 "hybrid-cube-mesh needs exactly 8 GPUs",
@@ -176,17 +176,17 @@ class Node:
         else:
             for k, (a, b) in enumerate(self.nvlink):
                 _require(
-                    0 <= a < self.gpus and 0 <= b < self.gpus and a != b,
+                    0 <= a < self.gpu_count and 0 <= b < self.gpu_count and a != b,
                     f"nvlink.edges[{k}]",
                     [a, b],
-                    f"must link two different GPU indices in 0..{self.gpus - 1}",
+                    f"must link two different GPU indices in 0..{self.gpu_count - 1}",
                 )
         for k, index in enumerate(self.failed_gpus):
             _require(
-                isinstance(index, int) and 0 <= index < self.gpus,
+                isinstance(index, int) and 0 <= index < self.gpu_count,
                 f"failed_gpus[{k}]",
                 index,
-                f"must be a GPU index in 0..{self.gpus - 1}",
+                f"must be a GPU index in 0..{self.gpu_count - 1}",
             )
         _require(
             len(set(self.failed_gpus)) == len(self.failed_gpus),
@@ -205,7 +205,7 @@ class Node:
         if self.down:
             return ()
         failed = set(self.failed_gpus)
-        return tuple(i for i in range(self.gpus) if i not in failed)
+        return tuple(i for i in range(self.gpu_count) if i not in failed)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ class RunningJob:
     """
 
     id: str
-    gpus: tuple[str, ...]
+    gpu_ids: tuple[str, ...]
     remaining_s: int
     tenant: str = "default"
     cpu: float = 0.0
@@ -233,9 +233,12 @@ class RunningJob:
     def __post_init__(self) -> None:
         _ident("id", self.id)
         _ident("tenant", self.tenant)
-        _require(len(self.gpus) >= 1, "gpus", list(self.gpus), "must hold at least one GPU")
+        _require(len(self.gpu_ids) >= 1, "gpus", list(self.gpu_ids), "must hold at least one GPU")
         _require(
-            len(set(self.gpus)) == len(self.gpus), "gpus", list(self.gpus), "lists a GPU twice"
+            len(set(self.gpu_ids)) == len(self.gpu_ids),
+            "gpus",
+            list(self.gpu_ids),
+            "lists a GPU twice",
         )
         _require(
             isinstance(self.remaining_s, int) and self.remaining_s >= 1,
@@ -286,7 +289,7 @@ class QueuedJob:
     """
 
     id: str
-    gpus: int
+    gpu_count: int
     duration_s: int | None = None
     tenant: str = "default"
     gpu_types: tuple[str, ...] = ()
@@ -307,7 +310,7 @@ class QueuedJob:
     def __post_init__(self) -> None:
         _ident("id", self.id)
         _ident("tenant", self.tenant)
-        _integer("gpus", self.gpus, 1)
+        _integer("gpus", self.gpu_count, 1)
         _require(
             self.duration_s is not None or len(self.duration_by_type_s) > 0,
             "duration_s",
@@ -588,7 +591,7 @@ class Instance:
         """Effective weights, overdue jobs' raised to dominate (see the class docstring)."""
         weights = [self._effective_weight(job) for job in self.queue]
         area = [
-            None if (shortest := self.min_duration(k)) is None else job.gpus * shortest
+            None if (shortest := self.min_duration(k)) is None else job.gpu_count * shortest
             for k, job in enumerate(self.queue)
         ]
         largest = max(
@@ -618,7 +621,7 @@ class Instance:
         for k, job in enumerate(self.running):
             _require(job.id not in seen, f"running[{k}].id", job.id, "duplicate job id")
             seen.add(job.id)
-            for g, gpu in enumerate(job.gpus):
+            for g, gpu in enumerate(job.gpu_ids):
                 path = f"running[{k}].gpus[{g}]"
                 ref = self.parse_gpu(gpu, path)
                 node = self.nodes[ref.node]
@@ -692,10 +695,10 @@ class Instance:
         node_pos = self.node_index[node_id]
         index = int(index_text)
         _require(
-            index < self.nodes[node_pos].gpus,
+            index < self.nodes[node_pos].gpu_count,
             path,
             gpu,
-            f"index out of range (node {node_id} has {self.nodes[node_pos].gpus} GPUs)",
+            f"index out of range (node {node_id} has {self.nodes[node_pos].gpu_count} GPUs)",
         )
         return GpuRef(node_pos, index)
 

@@ -46,7 +46,7 @@ def waits_for_release(instance: Instance, job: QueuedJob, nodes: tuple[int, ...]
     """Whether ``job`` planned on ``nodes`` falls under the release rule."""
     return (
         job.topology == "nvlink"
-        and job.gpus >= 2
+        and job.gpu_count >= 2
         and len(nodes) == 1
         and partly_linked(instance, nodes[0])
     )
@@ -55,7 +55,7 @@ def waits_for_release(instance: Instance, job: QueuedJob, nodes: tuple[int, ...]
 def _nodes_of(instance: Instance, item: JobDecision) -> tuple[int, ...] | None:
     try:
         if item.action is Action.START:
-            return tuple(dict.fromkeys(instance.parse_gpu(g).node for g in item.gpus))
+            return tuple(dict.fromkeys(instance.parse_gpu(g).node for g in item.gpu_ids))
     except FieldError:
         return None
     if item.action is Action.PLANNED and all(n in instance.node_index for n in item.nodes):
@@ -79,7 +79,7 @@ def unreleased_plans(instance: Instance, items: Iterable[JobDecision]) -> dict[s
 
     for held in instance.running:
         if held.id not in preempted:
-            ends((instance.parse_gpu(g).node for g in held.gpus), held.remaining_s)
+            ends((instance.parse_gpu(g).node for g in held.gpu_ids), held.remaining_s)
     placed = []
     for item in items:
         nodes = _nodes_of(instance, item)
@@ -115,7 +115,7 @@ def held_by_tenant(instance: Instance) -> Counter[str]:
     """GPUs each tenant's running jobs hold now."""
     held: Counter[str] = Counter()
     for job in instance.running:
-        held[job.tenant] += len(job.gpus)
+        held[job.tenant] += len(job.gpu_ids)
     return held
 
 
@@ -132,7 +132,7 @@ def may_displace(
     return (
         job.tenant != victim.tenant
         and held.get(victim.tenant, 0) > tenant_guarantee(instance, victim.tenant)
-        and held.get(job.tenant, 0) + job.gpus <= tenant_guarantee(instance, job.tenant)
+        and held.get(job.tenant, 0) + job.gpu_count <= tenant_guarantee(instance, job.tenant)
     )
 
 
@@ -151,7 +151,7 @@ def preemption_problems(instance: Instance, items: Iterable[JobDecision]) -> lis
     users: dict[str, list[QueuedJob]] = {}
     for item in items:
         if item.action is Action.START and item.id in queued:
-            for gpu in item.gpus:
+            for gpu in item.gpu_ids:
                 users.setdefault(gpu, []).append(queued[item.id])
     held = held_by_tenant(instance)
     policy = instance.policy
@@ -174,7 +174,7 @@ def preemption_problems(instance: Instance, items: Iterable[JobDecision]) -> lis
             )
         elif not any(
             may_displace(instance, victim, job, held)
-            for gpu in victim.gpus
+            for gpu in victim.gpu_ids
             for job in users.get(gpu, ())
         ):
             problems.append(

@@ -126,11 +126,11 @@ class Scheduler:
 
     def _adopt(self, held: RunningJob, now: int) -> None:
         """A job running in the initial cluster: its attempt started at ``started_at``."""
-        gpu_type = self.template.nodes[self.template.parse_gpu(held.gpus[0]).node].gpu_type
+        gpu_type = self.template.nodes[self.template.parse_gpu(held.gpu_ids[0]).node].gpu_type
         attempt_s = held.remaining_s - held.started_at  # on its GPU type
         spec = QueuedJob(
             id=held.id,
-            gpus=len(held.gpus),
+            gpu_count=len(held.gpu_ids),
             duration_s=math.ceil(attempt_s * self.template.gpu_types[gpu_type].speed),
             tenant=held.tenant,
             cpu=held.cpu,
@@ -144,7 +144,7 @@ class Scheduler:
         self.work[held.id] = spec
         self.restore_s[held.id] = held.checkpoint_s
         self.running[held.id] = Placed(
-            spec, held.gpus, now + held.started_at, now + held.remaining_s, checkpoint_at=saved
+            spec, held.gpu_ids, now + held.started_at, now + held.remaining_s, checkpoint_at=saved
         )
 
     # -- what happened -----------------------------------------------------------
@@ -274,7 +274,7 @@ class Scheduler:
         running = tuple(
             RunningJob(
                 id=held.job.id,
-                gpus=held.gpus,
+                gpu_ids=held.gpus,
                 remaining_s=max(1, held.expected_end - now),
                 tenant=held.job.tenant,
                 cpu=held.job.cpu,
@@ -344,7 +344,7 @@ class Scheduler:
         for item in decision.by_action(Action.START):
             job = self.queue.pop(item.id)
             restore = self.restore_due.pop(item.id, 0)
-            self.running[item.id] = Placed(job, item.gpus, now, now + (item.end_s or 0), restore)
+            self.running[item.id] = Placed(job, item.gpu_ids, now, now + (item.end_s or 0), restore)
 
 
 def _scaled(job: QueuedJob, fraction: float) -> QueuedJob:

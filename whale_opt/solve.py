@@ -77,7 +77,7 @@ def solve(
         policy = get_policy(solver, preset=options.preset)  # fail early on a bad name or preset
     cost = round_cost(instance)
     if split:
-        gpus = sum(node.gpus for node in instance.nodes)
+        gpus = sum(node.gpu_count for node in instance.nodes)
         max_gpus = split_size(instance, options.time_limit_s, cost)
         large = split_above_gpus is not None and gpus > split_above_gpus
         if large and (max_gpus is None or max_gpus >= DEFAULT_MAX_GPUS):

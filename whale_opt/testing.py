@@ -203,7 +203,7 @@ class _NodeKind(NamedTuple):
     """A server model: what identical nodes share."""
 
     gpu_type: str
-    gpus: int
+    gpu_count: int
     nvlink: str | tuple[tuple[int, int], ...]
     cpu: float
     memory_gb: float
@@ -215,7 +215,7 @@ def _node_kind(draw: st.DrawFn, type_names: Sequence[str]) -> _NodeKind:
     gpus = draw(st.sampled_from(NODE_SIZES))
     return _NodeKind(
         gpu_type=draw(st.sampled_from(type_names)),
-        gpus=gpus,
+        gpu_count=gpus,
         nvlink=draw(nvlink_layouts(gpus)),
         cpu=draw(st.sampled_from(NODE_CPUS)),
         memory_gb=draw(st.sampled_from(NODE_MEMORIES_GB)),
@@ -271,7 +271,7 @@ def nodes(
     result = []
     for k in range(count):
         kind = draw(st.sampled_from(kinds))
-        gpus = kind.gpus
+        gpus = kind.gpu_count
         rack = f"r{draw(st.integers(0, racks - 1))}"
         down = with_failures and _rarely(draw, 8)
         failed: tuple[int, ...] = ()
@@ -346,7 +346,7 @@ def _running_jobs(
         jobs.append(
             RunningJob(
                 id=f"r{k}",
-                gpus=tuple(f"{h}/{i}" for h, v in per_node.items() for i in v),
+                gpu_ids=tuple(f"{h}/{i}" for h, v in per_node.items() for i in v),
                 remaining_s=draw(st.integers(1, 20_000)),
                 tenant=draw(st.sampled_from(tenants)),
                 cpu=cpu,
@@ -395,7 +395,7 @@ def _queued_job(
     present = [node.gpu_type for node in cluster]
     if topology == "nvlink" and _rarely(draw, 3):
         # A multi-node gang: whole nodes the size of one in the cluster.
-        gpus = draw(st.sampled_from(cluster)).gpus * draw(st.integers(2, 3))
+        gpus = draw(st.sampled_from(cluster)).gpu_count * draw(st.integers(2, 3))
     else:
         gpus = draw(st.sampled_from([1, 2, 4, 8, 3]))
     names = sorted(types)
@@ -429,7 +429,7 @@ def _queued_job(
         prefer_nvlink = wants != "gpu_type"
     return QueuedJob(
         id=job_id,
-        gpus=gpus,
+        gpu_count=gpus,
         duration_s=duration_s,
         tenant=draw(st.sampled_from(tenants)),
         gpu_types=tuple(allowed),

@@ -65,7 +65,7 @@ def build_graph(cluster: Instance | tuple[Node, ...]) -> nx.Graph:
         graph.add_node(server, kind="node", healthy=not node.down, gpu_type=node.gpu_type)
         graph.add_edge(server, rack, kind="network")
         healthy = set(node.healthy_indices)
-        for index in range(node.gpus):
+        for index in range(node.gpu_count):
             key = gpu_key(node.id, index)
             graph.add_node(
                 key,
@@ -77,7 +77,7 @@ def build_graph(cluster: Instance | tuple[Node, ...]) -> nx.Graph:
             )
             graph.add_edge(key, server, kind="pcie", bandwidth_gbps=PCIE_GBPS)
         layout = node.nvlink if isinstance(node.nvlink, str) else "edges"
-        for a, b in nvlink_edges(node.nvlink, node.gpus):
+        for a, b in nvlink_edges(node.nvlink, node.gpu_count):
             graph.add_edge(
                 gpu_key(node.id, a),
                 gpu_key(node.id, b),
@@ -117,12 +117,12 @@ class NodeTopology:
     @property
     def size(self) -> int:
         """GPUs on the node, healthy or not."""
-        return self.node.gpus
+        return self.node.gpu_count
 
     @property
     def whole(self) -> int:
         """Mask of all the node's GPUs."""
-        return (1 << self.node.gpus) - 1
+        return (1 << self.node.gpu_count) - 1
 
     def connected(self, mask: int) -> bool:
         """Whether ``mask`` induces a connected NVLink subgraph (one GPU is)."""
@@ -185,9 +185,9 @@ def _topologies_of(nodes: tuple[Node, ...]) -> tuple[NodeTopology, ...]:
 def _read_topologies(nodes: tuple[Node, ...], graph: nx.Graph) -> tuple[NodeTopology, ...]:
     result = []
     for node in nodes:
-        adjacency = [0] * node.gpus
+        adjacency = [0] * node.gpu_count
         healthy = 0
-        for index in range(node.gpus):
+        for index in range(node.gpu_count):
             key = gpu_key(node.id, index)
             if graph.nodes[key]["healthy"]:
                 healthy |= 1 << index
@@ -202,7 +202,7 @@ def _read_topologies(nodes: tuple[Node, ...], graph: nx.Graph) -> tuple[NodeTopo
 
 def needs_nvlink(job: QueuedJob) -> bool:
     """Whether the job's GPUs on each node must be NVLink-connected."""
-    return job.topology == "nvlink" and job.gpus > 1
+    return job.topology == "nvlink" and job.gpu_count > 1
 
 
 def single_node(job: QueuedJob, topo: NodeTopology) -> bool:
@@ -214,20 +214,20 @@ def single_node(job: QueuedJob, topo: NodeTopology) -> bool:
     """
     if job.topology == "node":
         return True
-    return job.topology == "nvlink" and job.gpus <= topo.size
+    return job.topology == "nvlink" and job.gpu_count <= topo.size
 
 
 def node_can_host(job: QueuedJob, topo: NodeTopology) -> bool:
     """Whether ``topo``'s node, when empty, could hold its share of ``job``."""
     if topo.healthy == 0:
         return False
-    if job.topology == "nvlink" and job.gpus > topo.size:
+    if job.topology == "nvlink" and job.gpu_count > topo.size:
         # Whole-node member of a multi-node gang: every GPU healthy and linked.
         return topo.healthy == topo.whole and topo.connected(topo.whole)
     if job.topology == "node" or job.topology == "nvlink":
-        if job.gpus > popcount(topo.healthy):
+        if job.gpu_count > popcount(topo.healthy):
             return False
-        return not needs_nvlink(job) or topo.largest_block(topo.healthy) >= job.gpus
+        return not needs_nvlink(job) or topo.largest_block(topo.healthy) >= job.gpu_count
     return True
 
 
@@ -263,7 +263,7 @@ def nvlink_breaches(
     requirement for ``topology: nvlink`` jobs and a priced preference for
     ``prefer_nvlink`` ones.
     """
-    if job.gpus == 1 or not per_node:
+    if job.gpu_count == 1 or not per_node:
         return []
     out: list[tuple[str, str]] = []
     racks = {instance.nodes[n].rack for n in per_node}
@@ -282,7 +282,7 @@ def nvlink_breaches(
                         f" {topo.node.id} does not qualify",
                     )
                 )
-        if job.gpus <= max(t.size for t in topos):
+        if job.gpu_count <= max(t.size for t in topos):
             out.append(("topology", "nvlink job that fits one node is split"))
         elif len({t.size for t in topos}) > 1:
             out.append(("topology", "multi-node nvlink job mixes node sizes"))
@@ -292,7 +292,9 @@ def nvlink_breaches(
         if not topo.connected(masks[instance.node_index[topo.node.id]]):
             out.append(("nvlink", f"GPUs on {topo.node.id} are not NVLink-connected"))
     elif not node_can_host(nvlink_job, topo):
-        out.append(("nvlink", f"{topo.node.id} has no NVLink-connected block of {job.gpus} GPUs"))
+        out.append(
+            ("nvlink", f"{topo.node.id} has no NVLink-connected block of {job.gpu_count} GPUs")
+        )
     return out
 
 

@@ -20,10 +20,10 @@ def test_cluster_maps_models_cpu_memory_racks() -> None:
     assert report.cpu_only_skipped == 3
     assert report.nodes == 14 and report.by_model["G2"] == 2
     g2 = cluster.nodes[cluster.node_index["openb-node-0234"]]
-    assert (g2.gpu_type, g2.gpus, g2.cpu, g2.memory_gb) == ("G2-32G", 8, 96.0, 384.0)
+    assert (g2.gpu_type, g2.gpu_count, g2.cpu, g2.memory_gb) == ("G2-32G", 8, 96.0, 384.0)
     v100 = [n for n in cluster.nodes if n.gpu_type == "V100-32G"]
-    assert {n.nvlink for n in v100 if n.gpus == 8} == {"hybrid-cube-mesh"}
-    assert {n.nvlink for n in v100 if n.gpus != 8} <= {"pcie"}
+    assert {n.nvlink for n in v100 if n.gpu_count == 8} == {"hybrid-cube-mesh"}
+    assert {n.nvlink for n in v100 if n.gpu_count != 8} <= {"pcie"}
     assert cluster.gpu_types["T4-16G"].memory_gb == 16
     assert all(n.rack.startswith(n.gpu_type) for n in cluster.nodes)
 

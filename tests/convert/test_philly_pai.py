@@ -22,8 +22,8 @@ def test_philly_cluster_by_gpu_memory() -> None:
     cluster, report = read_philly_cluster(TRACES / "philly_machines.csv")
     assert (report.nodes, report.gpus) == (20, 12 * 2 + 8 * 8)
     m0 = cluster.nodes[cluster.node_index["m0"]]
-    assert (m0.gpus, m0.gpu_type, cluster.gpu_types["K80-12G"].memory_gb) == (2, "K80-12G", 12)
-    assert {n.gpu_type for n in cluster.nodes if n.gpus == 8} == {"P40-24G"}
+    assert (m0.gpu_count, m0.gpu_type, cluster.gpu_types["K80-12G"].memory_gb) == (2, "K80-12G", 12)
+    assert {n.gpu_type for n in cluster.nodes if n.gpu_count == 8} == {"P40-24G"}
 
 
 def test_philly_trace_and_replay(tmp_path: Path) -> None:
@@ -53,7 +53,12 @@ def test_pai_cluster(tmp_path: Path) -> None:
     assert report.cpu_only_skipped == 16 and report.nodes == 12
     assert report.by_model == {"T4": 3, "MISC": 3, "V100M32": 3, "V100": 3}
     v100 = next(n for n in cluster.nodes if n.gpu_type == "V100-32G")
-    assert (v100.gpus, v100.cpu, v100.memory_gb, v100.nvlink) == (8, 96, 384, "hybrid-cube-mesh")
+    assert (v100.gpu_count, v100.cpu, v100.memory_gb, v100.nvlink) == (
+        8,
+        96,
+        384,
+        "hybrid-cube-mesh",
+    )
     write_instance(tmp_path / "pai.json", cluster)
     assert read_instance(tmp_path / "pai.json").nodes == cluster.nodes
 

@@ -33,7 +33,7 @@ def node(node_id: str, gpus: int = 8, nvlink: str = "nvswitch", **fields: Any) -
     fields.setdefault("gpu_type", A100.name)
     fields.setdefault("cpu", 256)
     fields.setdefault("memory_gb", 2048)
-    return Node(node_id, gpus=gpus, nvlink=nvlink, **fields)
+    return Node(node_id, gpu_count=gpus, nvlink=nvlink, **fields)
 
 
 def holding(

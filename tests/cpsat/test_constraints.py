@@ -51,7 +51,7 @@ def test_select_one_type_starts_now_when_the_fast_type_frees_too_late() -> None:
     for decision in solve(instance):
         item = decision.job("q")
         assert item.action is Action.START
-        assert set(item.gpus) == gpu_ids("a0", range(8))
+        assert set(item.gpu_ids) == gpu_ids("a0", range(8))
         assert item.end_s == 1000
 
 
@@ -131,7 +131,7 @@ def test_start_now_choice_cube_mesh_linked_pair_starts_on_exactly_those_gpus() -
     for decision in solve(instance):
         item = decision.job("q")
         assert item.action is Action.START
-        assert set(item.gpus) == gpu_ids("v0", (0, 1))
+        assert set(item.gpu_ids) == gpu_ids("v0", (0, 1))
 
 
 def test_start_now_choice_cube_mesh_unlinked_pair_cannot_start_now() -> None:
@@ -179,7 +179,7 @@ def test_start_now_choice_gang_takes_two_whole_free_nodes_of_one_rack() -> None:
     for decision in solve(instance):
         item = decision.job("q")
         assert item.action is Action.START
-        assert set(item.gpus) == gpu_ids("a0", range(8)) | gpu_ids("a1", range(8))
+        assert set(item.gpu_ids) == gpu_ids("a0", range(8)) | gpu_ids("a1", range(8))
 
 
 def test_start_now_choice_gang_with_one_whole_free_node_per_rack_cannot_start_now() -> None:
@@ -206,7 +206,7 @@ def test_start_now_choice_nvlink_job_the_size_of_the_larger_node_starts_there() 
     for decision in solve(instance):
         item = decision.job("q")
         assert item.action is Action.START
-        assert set(item.gpus) == gpu_ids("big", range(8))
+        assert set(item.gpu_ids) == gpu_ids("big", range(8))
 
 
 @pytest.mark.parametrize("small_type", [A100.name, H100.name])
@@ -240,7 +240,7 @@ def test_start_now_choice_spread_job_takes_free_gpus_of_two_nodes_in_one_rack(
     for decision in solve(_spread_round(topology, ("r1", "r1"))):
         item = decision.job("q")
         assert item.action is Action.START
-        assert len(item.gpus) == 6 and _nodes_of(item.gpus) == {"a0", "a1"}
+        assert len(item.gpu_ids) == 6 and _nodes_of(item.gpu_ids) == {"a0", "a1"}
 
 
 def test_start_now_choice_rack_job_cannot_spread_over_two_racks() -> None:
@@ -253,7 +253,7 @@ def test_start_now_choice_any_job_spreads_over_two_racks() -> None:
     for decision in solve(_spread_round("any", ("r1", "r2"))):
         item = decision.job("q")
         assert item.action is Action.START
-        assert _nodes_of(item.gpus) == {"a0", "a1"}
+        assert _nodes_of(item.gpu_ids) == {"a0", "a1"}
 
 
 # -- node capacity now: GPUs, CPU, host memory ---------------------------------------------
@@ -294,7 +294,7 @@ def test_now_node_capacity_job_within_the_free_host_resource_starts(resource: st
     for decision in solve(instance):
         item = decision.job("q")
         assert item.action is Action.START
-        assert _nodes_of(item.gpus) == {"a0"}
+        assert _nodes_of(item.gpu_ids) == {"a0"}
 
 
 @pytest.mark.parametrize("resource", ["cpu", "memory_gb"])
@@ -341,7 +341,7 @@ def test_now_gpu_exclusive_two_pairs_in_a_free_quad_both_start() -> None:
     for decision in solve(instance):
         first, second = decision.job("q1"), decision.job("q2")
         assert first.action is second.action is Action.START
-        assert set(first.gpus) | set(second.gpus) == gpu_ids("v0", range(4, 8))
+        assert set(first.gpu_ids) | set(second.gpu_ids) == gpu_ids("v0", range(4, 8))
 
 
 def test_now_gpu_exclusive_two_pairs_needing_the_same_gpu_only_one_starts() -> None:
@@ -354,7 +354,7 @@ def test_now_gpu_exclusive_two_pairs_needing_the_same_gpu_only_one_starts() -> N
     for decision in solve(instance):
         started = decision.by_action(Action.START)
         assert len(started) == 1
-        assert set(started[0].gpus) <= gpu_ids("v0", (5, 6, 7))
+        assert set(started[0].gpu_ids) <= gpu_ids("v0", (5, 6, 7))
 
 
 # -- capacity over time --------------------------------------------------------------------
@@ -452,5 +452,5 @@ def test_zone_preference_job_pays_the_penalty_rather_than_wait_long() -> None:
     )
     for decision in solve(instance):
         item = decision.job("q")
-        assert item.action is Action.START and _nodes_of(item.gpus) == {"w0"}
+        assert item.action is Action.START and _nodes_of(item.gpu_ids) == {"w0"}
         assert decision.objective == pytest.approx(1000 + 3600)

@@ -75,7 +75,7 @@ def _random_nodes(rng: random.Random) -> list[Node]:
 def _random_running(rng: random.Random, nodes: list[Node]) -> list[RunningJob]:
     running = []
     for k, host in enumerate(rng.sample(nodes, rng.randint(0, len(nodes)))):
-        held = rng.sample(range(host.gpus), rng.randint(1, host.gpus))
+        held = rng.sample(range(host.gpu_count), rng.randint(1, host.gpu_count))
         running.append(
             holding(
                 f"r{k}",
@@ -231,7 +231,7 @@ def test_bound_stays_below_a_valid_decision_that_preempts() -> None:
     )
     preempting = (
         JobDecision(
-            "q", Action.START, gpus=tuple(sorted(gpu_ids("a0", range(8)))), start_s=0, end_s=100
+            "q", Action.START, gpu_ids=tuple(sorted(gpu_ids("a0", range(8)))), start_s=0, end_s=100
         ),
         JobDecision("r", Action.PREEMPT),
     )

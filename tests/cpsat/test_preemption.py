@@ -60,7 +60,7 @@ def test_round_keeps_the_greedys_preemption_valid_and_never_does_worse() -> None
     assert greedy.job("r").action is Action.PREEMPT  # the greedy's own preemption
     decision = solve_round(instance)
     assert decision.job("r").action is Action.PREEMPT
-    assert set(decision.job("q").gpus) == {f"a0/{i}" for i in range(8)}
+    assert set(decision.job("q").gpu_ids) == {f"a0/{i}" for i in range(8)}
     assert decision.objective == pytest.approx(1000 + 0.1 * 660)
     # The model alone, from the greedy's decision: the victim is decided again.
     model, result = solve_model_from(instance, list(greedy.jobs))
@@ -163,9 +163,9 @@ def _brute_round() -> Instance:
 def _choices(instance: Instance, k: int, times: list[int]) -> Iterator[JobDecision]:
     item = instance.queue[k]
     duration = item.duration_s or 0
-    for gpus in itertools.combinations(range(4), item.gpus):
+    for gpus in itertools.combinations(range(4), item.gpu_count):
         yield JobDecision(
-            item.id, Action.START, gpus=tuple(f"a0/{i}" for i in gpus), start_s=0, end_s=duration
+            item.id, Action.START, gpu_ids=tuple(f"a0/{i}" for i in gpus), start_s=0, end_s=duration
         )
     for t in times:
         yield JobDecision(
@@ -174,7 +174,7 @@ def _choices(instance: Instance, k: int, times: list[int]) -> Iterator[JobDecisi
             start_s=t,
             end_s=t + duration,
             nodes=("a0",),
-            node_gpus=(item.gpus,),
+            node_gpus=(item.gpu_count,),
         )
     yield JobDecision(item.id, Action.DEFERRED, reason="brute force")
 

@@ -37,7 +37,7 @@ def test_gpu_type_preference_pays_its_price_only_when_that_is_cheaper(
     )
     for decision in solve(instance):
         item = decision.job("q")
-        assert {g.rpartition("/")[0] for g in item.gpus} == {gpu_type}
+        assert {g.rpartition("/")[0] for g in item.gpu_ids} == {gpu_type}
         assert decision.objective == pytest.approx(objective)
         assert _dropped(item) == ({"gpu_type"} if gpu_type == "h0" else set())
 
@@ -56,7 +56,7 @@ def test_nvlink_preference_is_priced_as_the_objective_prices_each_choice(penalty
         nvlink_penalty_s=penalty_s,
     )
     choices = [
-        JobDecision("q", Action.START, gpus=("p0/0", "p0/2"), start_s=0, end_s=1000),
+        JobDecision("q", Action.START, gpu_ids=("p0/0", "p0/2"), start_s=0, end_s=1000),
         *(
             JobDecision(
                 "q", Action.PLANNED, start_s=t, end_s=t + 1000, nodes=("p0",), node_gpus=(2,)
@@ -91,17 +91,17 @@ def test_nvlink_preference_takes_the_linked_pair_when_one_is_free() -> None:
     )
     for decision in solve(instance):
         item = decision.job("q")
-        assert set(item.gpus) == gpu_ids("p0", [2, 3])
+        assert set(item.gpu_ids) == gpu_ids("p0", [2, 3])
         assert decision.objective == pytest.approx(1000)
     # From a schedule that starts it on the unlinked 0 and 2, the model moves it.
     unlinked = [
-        JobDecision(item.id, Action.START, gpus=("p0/0", "p0/2"), start_s=0, end_s=1000)
+        JobDecision(item.id, Action.START, gpu_ids=("p0/0", "p0/2"), start_s=0, end_s=1000)
         if item.id == "q"
         else item
         for item in list_schedule(instance, [0])
     ]
     decision, result = solve_model_from(instance, unlinked)
-    assert set(decision.job("q").gpus) == gpu_ids("p0", [2, 3])
+    assert set(decision.job("q").gpu_ids) == gpu_ids("p0", [2, 3])
     assert result.proved and result.value == pytest.approx(1000)
 
 
@@ -193,6 +193,6 @@ def test_draining_node_takes_no_new_work_and_keeps_its_running_job() -> None:
     for decision in solve(instance):
         for job_id in ("q", "small"):
             item = decision.job(job_id)
-            nodes = set(item.nodes) | {g.rpartition("/")[0] for g in item.gpus}
+            nodes = set(item.nodes) | {g.rpartition("/")[0] for g in item.gpu_ids}
             assert "d0" not in nodes
         assert decision.job("keep").action is Action.KEEP

@@ -27,7 +27,7 @@ INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
 def _job_decisions(decision: Decision) -> tuple[tuple[object, ...], ...]:
     return tuple(
-        (item.id, item.action, item.gpus, item.start_s, item.end_s, item.nodes, item.node_gpus)
+        (item.id, item.action, item.gpu_ids, item.start_s, item.end_s, item.nodes, item.node_gpus)
         for item in decision.jobs
     )
 

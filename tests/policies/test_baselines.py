@@ -171,7 +171,7 @@ def test_frag_aware_keeps_a_cube_mesh_quad_whole() -> None:
         nodes=(Node("dgx1", "a100", 8, "hybrid-cube-mesh"),),
     )
     (item,) = get_policy("frag-aware").decide(instance).by_action(Action.START)
-    used = {int(gpu.rsplit("/", 1)[1]) for gpu in item.gpus}
+    used = {int(gpu.rsplit("/", 1)[1]) for gpu in item.gpu_ids}
     quads = [{0, 1, 2, 3}, {4, 5, 6, 7}]
     assert len(used) == 2
     assert any(used <= quad for quad in quads)  # inside one quad
@@ -186,7 +186,7 @@ def test_best_fit_picks_the_node_with_the_fewest_free_gpus_that_fits() -> None:
     )
     jobs = [QueuedJob("three", 3, duration_s=600), QueuedJob("two", 2, duration_s=600)]
     decision = get_policy("best-fit").decide(one_round(jobs, nodes, running))
-    placed = {item.id: {g.split("/")[0] for g in item.gpus} for item in decision.jobs}
+    placed = {item.id: {g.split("/")[0] for g in item.gpu_ids} for item in decision.jobs}
     assert placed["three"] == {"n2"}  # n1 is too small, n2 is tighter than n0
     assert placed["two"] == {"n1"}
 

@@ -90,7 +90,7 @@ def preempted(decision: Decision) -> list[str]:
 def gpus_of(decision: Decision, job_id: str) -> set[str]:
     item = decision.job(job_id)
     assert item.action is Action.START
-    return set(item.gpus)
+    return set(item.gpu_ids)
 
 
 def ids(node_id: str, indices: Sequence[int]) -> set[str]:

@@ -43,7 +43,7 @@ def placed(
 
 
 def nodes_of(item: JobDecision) -> set[str]:
-    return {gpu.rpartition("/")[0] for gpu in item.gpus} or set(item.nodes)
+    return {gpu.rpartition("/")[0] for gpu in item.gpu_ids} or set(item.nodes)
 
 
 EAST_WEST = (
@@ -135,10 +135,10 @@ def test_prefer_nvlink_picks_a_linked_pair_inside_a_node() -> None:
     nodes = (Node("p0", "a100", 4, "pairs"),)
     busy = (holding("r", "p0", 1, 5000),)
     _, item = placed(round_of(nodes, QueuedJob("j", 2, 100, topology="node"), running=busy))
-    assert item.gpus == ("p0/1", "p0/2")
+    assert item.gpu_ids == ("p0/1", "p0/2")
     job = QueuedJob("j", 2, 100, topology="node", prefer_nvlink=True)
     _, item = placed(round_of(nodes, job, running=busy))
-    assert item.gpus == ("p0/2", "p0/3") and item.dropped == ()
+    assert item.gpu_ids == ("p0/2", "p0/3") and item.dropped == ()
 
 
 def test_prefer_nvlink_is_dropped_when_only_scattered_gpus_are_free_now() -> None:

@@ -23,7 +23,7 @@ def test_unservable_jobs_are_deferred_with_a_reason(small: Instance) -> None:
 
 def test_started_jobs_get_exact_free_gpus(small: Instance) -> None:
     decision = get_policy("wspt").decide(small)
-    held = {gpu for job in small.running for gpu in job.gpus}
+    held = {gpu for job in small.running for gpu in job.gpu_ids}
     for item in decision.by_action(Action.START):
         assert item.start_s == 0
-        assert not held & set(item.gpus)
+        assert not held & set(item.gpu_ids)

@@ -134,7 +134,7 @@ def on_failed_gpu(decision: Decision, instance: Instance) -> Decision:
     first = decision.by_action(Action.START)[0]
     return decision.with_changes(
         jobs=tuple(
-            replace(item, gpus=(failed, *item.gpus[1:])) if item.id == first.id else item
+            replace(item, gpu_ids=(failed, *item.gpu_ids[1:])) if item.id == first.id else item
             for item in decision.jobs
         )
     )

@@ -20,7 +20,7 @@ def decision(*jobs: JobDecision) -> Decision:
 
 def start(job_id: str, *gpus: str) -> JobDecision:
     """``job_id`` starts now on ``gpus``."""
-    return JobDecision(job_id, Action.START, gpus=gpus, start_s=0, end_s=60)
+    return JobDecision(job_id, Action.START, gpu_ids=gpus, start_s=0, end_s=60)
 
 
 def snap(recording: Recorded, options: BridgeOptions | None = None) -> Snapshot:
@@ -107,5 +107,5 @@ def test_a_real_decision_plans_without_refusals(indexed: Recorded) -> None:
     commands, refused = plan(snapshot, chosen, "indexed")
     assert refused == []
     started = {item.job_id: item.gpus for item in commands}
-    assert started == {item.id: item.gpus for item in chosen.by_action(Action.START)}
+    assert started == {item.id: item.gpu_ids for item in chosen.by_action(Action.START)}
     assert started  # the fixture has free GPUs on n1 and held jobs that fit

@@ -74,7 +74,7 @@ def test_a_round_starts_what_whale_opt_starts(indexed: Recorded) -> None:
     made, fake = controller(indexed)
     report = made.round()
     assert report.decision is not None
-    started = {item.id: item.gpus for item in report.decision.by_action(Action.START)}
+    started = {item.id: item.gpu_ids for item in report.decision.by_action(Action.START)}
     assert report.started == list(started) and report.failed == []
     assert made.placed == started
     for job_id in started:

@@ -16,7 +16,7 @@ INDEXED = BridgeOptions(gres_mode="indexed", gpu_types={"a100": GpuType("a100", 
 
 def test_nodes_plain(plain: Recorded) -> None:
     instance = build_snapshot(plain.squeue, plain.sinfo, plain.now).instance
-    shapes = [(n.id, n.gpu_type, n.gpus, n.down) for n in instance.nodes]
+    shapes = [(n.id, n.gpu_type, n.gpu_count, n.down) for n in instance.nodes]
     assert shapes == [
         ("n1", "a100", 8, False),
         ("n2", "a100", 8, False),
@@ -28,7 +28,7 @@ def test_nodes_plain(plain: Recorded) -> None:
 
 def test_running_jobs_hold_their_gres_detail_indices(plain: Recorded) -> None:
     snapshot = build_snapshot(plain.squeue, plain.sinfo, plain.now)
-    held = {job.id: job.gpus for job in snapshot.instance.running}
+    held = {job.id: job.gpu_ids for job in snapshot.instance.running}
     assert held["1"] == ("n1/0", "n1/1", "n1/2")
     assert held["2"] == ("n1/3", "n1/4")
     assert held["3"] == tuple(f"n{n}/{k}" for n in (2, 3) for k in range(8))
@@ -38,7 +38,7 @@ def test_a_released_job_not_started_yet_holds_the_free_gpus(plain: Recorded) -> 
     snapshot = build_snapshot(plain.squeue, plain.sinfo, plain.now)
     assert snapshot.in_flight == ("4",)
     job = snapshot.instance.running[snapshot.instance.running_index["4"]]
-    assert job.gpus == ("n1/5", "n1/6", "n1/7")  # 3 of its 4: Slurm starts it later
+    assert job.gpu_ids == ("n1/5", "n1/6", "n1/7")  # 3 of its 4: Slurm starts it later
     assert not job.preemptible
 
 
@@ -46,8 +46,12 @@ def test_held_jobs_become_the_queue(plain: Recorded) -> None:
     snapshot = build_snapshot(plain.squeue, plain.sinfo, plain.now)
     queue = {job.id: job for job in snapshot.instance.queue}
     assert set(queue) == {"5", "6", "7"}
-    assert (queue["5"].gpus, queue["5"].gpu_types, queue["5"].duration_s) == (1, ("a100",), 300)
-    assert (queue["6"].gpus, queue["6"].topology, queue["6"].duration_s) == (8, "node", 3600)
+    assert (queue["5"].gpu_count, queue["5"].gpu_types, queue["5"].duration_s) == (
+        1,
+        ("a100",),
+        300,
+    )
+    assert (queue["6"].gpu_count, queue["6"].topology, queue["6"].duration_s) == (8, "node", 3600)
     assert queue["7"].duration_s == 3600  # no time limit: the default estimate
     assert all(job.submitted_at <= 0 for job in queue.values())
 
@@ -63,13 +67,13 @@ def test_remaining_time_counts_from_the_start(plain: Recorded) -> None:
 def test_indexed_layout(indexed: Recorded) -> None:
     snapshot = build_snapshot(indexed.squeue, indexed.sinfo, indexed.now, INDEXED)
     instance = snapshot.instance
-    assert [(n.id, n.gpu_type, n.gpus, n.draining) for n in instance.nodes] == [
+    assert [(n.id, n.gpu_type, n.gpu_count, n.draining) for n in instance.nodes] == [
         ("n1", "a100", 8, False),
         ("n2", "a100", 8, True),  # DRAIN flag
         ("n3", "a100", 8, False),
         ("n4", "a100", 8, False),
     ]
-    held = {job.id: job.gpus for job in instance.running}
+    held = {job.id: job.gpu_ids for job in instance.running}
     assert held["2"] == ("n1/2", "n1/5")
     assert len(held["3"]) == 16
     # Job 6 was released to n1 asking g2, which job 2 holds: nothing of its own yet.
@@ -82,9 +86,9 @@ def test_indexed_queue_and_skipped(indexed: Recorded) -> None:
     snapshot = build_snapshot(indexed.squeue, indexed.sinfo, indexed.now, INDEXED)
     queue = {job.id: job for job in snapshot.instance.queue}
     assert set(queue) == {"4", "7", "8", "9"}
-    assert queue["4"].gpus == 1  # requeued by requeuehold: held again, typed g0
+    assert queue["4"].gpu_count == 1  # requeued by requeuehold: held again, typed g0
     assert queue["8"].gpu_types == ("a100",)  # -C a100: a feature names the model
-    assert (queue["9"].gpus, queue["9"].topology) == (16, "nvlink")  # 2 whole nodes
+    assert (queue["9"].gpu_count, queue["9"].topology) == (16, "nvlink")  # 2 whole nodes
     skipped = dict(snapshot.skipped)
     assert set(skipped) == {"10", "11", "12"}
     assert "dependency" in skipped["10"]

@@ -140,7 +140,7 @@ def render_table(instance: Instance, decision: Decision) -> str:
         if item.action in (Action.KEEP,):
             continue
         if item.action is Action.START:
-            where = ",".join(item.gpus)
+            where = ",".join(item.gpu_ids)
         elif item.action is Action.PLANNED:
             where = ",".join(f"{n}x{c}" for n, c in zip(item.nodes, item.node_gpus, strict=False))
         else:

@@ -133,7 +133,7 @@ def cluster(
             Node(
                 id=node_id,
                 gpu_type=model.type,
-                gpus=gpus,
+                gpu_count=gpus,
                 nvlink=model.layout(gpus),
                 cpu=cpu,
                 memory_gb=memory_gb,

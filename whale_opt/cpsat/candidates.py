@@ -139,7 +139,7 @@ def prices_nvlink(instance: Instance, position: int) -> bool:
     return (
         job.prefer_nvlink
         and job.topology != "nvlink"
-        and job.gpus > 1
+        and job.gpu_count > 1
         and instance.policy.nvlink_penalty_s > 0
     )
 
@@ -163,14 +163,14 @@ def free_job(
     if not eligible:
         return None
     size = {n: timeline.topology(n).size for n in eligible}
-    if job.topology == "nvlink" and job.gpus > 1:
+    if job.topology == "nvlink" and job.gpu_count > 1:
         # One node where a node is big enough; else whole nodes of one size.
         if any(single_node(job, timeline.topology(n)) for n in eligible):
             mode = Mode.SINGLE
-            eligible = tuple(n for n in eligible if size[n] >= job.gpus)
+            eligible = tuple(n for n in eligible if size[n] >= job.gpu_count)
         else:
             mode = Mode.GANG
-            sizes = {size[n] for n in eligible if job.gpus % size[n] == 0}
+            sizes = {size[n] for n in eligible if job.gpu_count % size[n] == 0}
             if incumbent is not None:
                 sizes &= {size[n] for n in incumbent.nodes}
             if not sizes:
@@ -190,7 +190,7 @@ def free_job(
     shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
     if mode is Mode.SINGLE or shaped:
         # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
-        one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpus]
+        one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpu_count]
         kept.update(_earliest_nodes(instance, timeline, position, one_node, nodes_per_job))
     if mode is not Mode.SINGLE:
         best = timeline.best_placement(position)
@@ -212,17 +212,17 @@ def free_job(
         for n in nodes:
             topo = timeline.topology(n)
             free = timeline.free_mask(n)
-            if not topo.clique and popcount(free) >= job.gpus:
-                item.now_masks[n] = connected_sets(topo, free, job.gpus, masks_per_node)
+            if not topo.clique and popcount(free) >= job.gpu_count:
+                item.now_masks[n] = connected_sets(topo, free, job.gpu_count, masks_per_node)
                 if not needs_nvlink(job):
-                    item.now_masks[n] += _relaxed_sets(topo, free, job.gpus)
+                    item.now_masks[n] += _relaxed_sets(topo, free, job.gpu_count)
     if incumbent is not None and incumbent.start == 0:
         # Keep the incumbent's own GPU set on offer, so the hint is complete (a
         # spread job's sets are its linked one-node shapes only).
         for n, mask in zip(incumbent.nodes, incumbent.masks, strict=True):
             if n not in item.now_masks or mask in item.now_masks[n]:
                 continue
-            shape = popcount(mask) == job.gpus and timeline.topology(n).connected(mask)
+            shape = popcount(mask) == job.gpu_count and timeline.topology(n).connected(mask)
             if mode is Mode.SINGLE or shape:
                 item.now_masks[n].append(mask)
     item.now_masks = {n: masks for n, masks in item.now_masks.items() if masks}
@@ -267,21 +267,21 @@ def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob) ->
     k = item.position
     job = instance.queue[k]
     for n in item.nodes:
-        if timeline.healthy_count(n) < job.gpus:
+        if timeline.healthy_count(n) < job.gpu_count:
             continue
-        if "nvlink" in preferences.dropped(instance, k, {n: job.gpus}):
+        if "nvlink" in preferences.dropped(instance, k, {n: job.gpu_count}):
             continue
         item.shape_nodes.append(n)
         topo = timeline.topology(n)
-        if not topo.clique and timeline.free_count(n) >= job.gpus:
-            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpus, 6)
+        if not topo.clique and timeline.free_count(n) >= job.gpu_count:
+            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpu_count, 6)
     groups: dict[tuple[int, str], list[int]] = {}
     for n in item.nodes:
         s = timeline.topology(n).size
-        if job.gpus % s == 0 and job.gpus // s >= 2:
+        if job.gpu_count % s == 0 and job.gpu_count // s >= 2:
             groups.setdefault((s, instance.nodes[n].rack), []).append(n)
     for (s, rack), members in sorted(groups.items()):
-        need = job.gpus // s
+        need = job.gpu_count // s
         # A node qualifies when it and another member make an NVLink-shaped pair.
         good = [
             n
@@ -312,10 +312,12 @@ def _price(instance: Instance, item: FreeJob) -> None:
     prices = item.prices
     if item.mode is Mode.SINGLE:
         for n in item.nodes:
-            prices.node[n] = _seconds(instance, k, preferences.dropped(instance, k, {n: job.gpus}))
+            prices.node[n] = _seconds(
+                instance, k, preferences.dropped(instance, k, {n: job.gpu_count})
+            )
         for n, masks in item.now_masks.items():
             prices.mask[n] = [
-                _seconds(instance, k, preferences.dropped(instance, k, {n: job.gpus}, {n: m}))
+                _seconds(instance, k, preferences.dropped(instance, k, {n: job.gpu_count}, {n: m}))
                 for m in masks
             ]
         return

@@ -81,9 +81,9 @@ class Constraints:
             if item.mode is Mode.SINGLE:
                 m.add(sum(v.on_node.values()) == placed)
             elif item.mode is Mode.GANG:
-                m.add(sum(v.on_node.values()) == (job.gpus // item.node_size) * placed)
+                m.add(sum(v.on_node.values()) == (job.gpu_count // item.node_size) * placed)
             else:
-                m.add(sum(v.count.values()) == job.gpus * placed)
+                m.add(sum(v.count.values()) == job.gpu_count * placed)
                 for n, count in v.count.items():
                     m.add(count >= 1).only_enforce_if(v.on_node[n])
                     m.add(count == 0).only_enforce_if(v.on_node[n].Not())
@@ -159,7 +159,7 @@ class Constraints:
             m.add(v.shaped == sum(v.shape_node.values()) + sum(v.shape_gang.values()))
             m.add_implication(v.shaped, v.deferred.Not())
             for n, lit in v.shape_node.items():
-                m.add(v.count[n] == job.gpus).only_enforce_if(lit)
+                m.add(v.count[n] == job.gpu_count).only_enforce_if(lit)
             for size, rack, members in item.shape_gangs:
                 gang = v.shape_gang[(size, rack)]
                 for n, on in v.on_node.items():
@@ -177,7 +177,7 @@ class Constraints:
         pairs = list(self._pairs())
         for item, v in pairs:
             job = instance.queue[item.position]
-            if item.mode is not Mode.SINGLE or job.gpus < 2 or job.topology != "nvlink":
+            if item.mode is not Mode.SINGLE or job.gpu_count < 2 or job.topology != "nvlink":
                 continue
             for n, lit in v.on_node.items():
                 if timeline.topology(n).clique:
@@ -234,13 +234,13 @@ class Constraints:
                 mem: cp_model.LinearExprT
                 if item.mode is Mode.SPREAD:
                     gpus = v.count[n]
-                    cpu = v.count[n] * _per_gpu(job.cpu, job.gpus, CPU_SCALE)
-                    mem = v.count[n] * _per_gpu(job.memory_gb, job.gpus, MEMORY_SCALE)
+                    cpu = v.count[n] * _per_gpu(job.cpu, job.gpu_count, CPU_SCALE)
+                    mem = v.count[n] * _per_gpu(job.memory_gb, job.gpu_count, MEMORY_SCALE)
                 else:
-                    share = item.node_size if item.mode is Mode.GANG else job.gpus
+                    share = item.node_size if item.mode is Mode.GANG else job.gpu_count
                     gpus = share
-                    cpu = _ceil(job.cpu * share / job.gpus * CPU_SCALE)
-                    mem = _ceil(job.memory_gb * share / job.gpus * MEMORY_SCALE)
+                    cpu = _ceil(job.cpu * share / job.gpu_count * CPU_SCALE)
+                    mem = _ceil(job.memory_gb * share / job.gpu_count * MEMORY_SCALE)
                 gpu_use[n].append((interval, gpus))
                 if job.cpu:
                     cpu_use[n].append((interval, cpu))
@@ -251,7 +251,7 @@ class Constraints:
                 continue
             held = instance.running[victim.position]
             for n, mask in victim.gpus.items():
-                part = popcount(mask) / len(held.gpus)
+                part = popcount(mask) / len(held.gpu_ids)
                 gpu_use[n].append((w.interval[n], popcount(mask)))
                 if held.cpu:
                     cpu_use[n].append((w.interval[n], _ceil(held.cpu * part * CPU_SCALE)))
@@ -308,11 +308,11 @@ class Constraints:
                     if item.mode is Mode.SPREAD:
                         uses.append((interval, v.count[n]))
                     else:
-                        uses.append((interval, item.node_size or job.gpus))
+                        uses.append((interval, item.node_size or job.gpu_count))
             for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
                 held = instance.running[victim.position]
                 if held.tenant == name and not victim.forced:
-                    uses.append((next(iter(w.interval.values())), len(held.gpus)))
+                    uses.append((next(iter(w.interval.values())), len(held.gpu_ids)))
             if uses:
                 self._cumulative(self.hood.timeline.tenant_profile(name), 1, tenant.gpu_quota, uses)
 
@@ -368,7 +368,7 @@ class Constraints:
                 by_victim[index].append(lit)
             for n, lits in per_node.items():
                 if len(lits) > 1:
-                    size = v.count.get(n, item.node_size or job.gpus)
+                    size = v.count.get(n, item.node_size or job.gpu_count)
                     m.add(sum(lits) <= size)
         for (index, n), lits in count_users.items():
             mask = victims[index].gpus[n]

@@ -140,7 +140,7 @@ def decode(
         elif item.mode is Mode.GANG:
             counts = (item.node_size,) * len(nodes)
         else:
-            counts = (instance.queue[item.position].gpus,)
+            counts = (instance.queue[item.position].gpu_count,)
         start = solver.value(v.start)
         fixed = {
             n: mask
@@ -221,7 +221,7 @@ def _count_gpus(
     job = instance.queue[item.position]
     nvlink = item.mode is Mode.SINGLE and needs_nvlink(job)
     picked: int | None = None
-    if not mine and count == job.gpus and prices_nvlink(instance, item.position):
+    if not mine and count == job.gpu_count and prices_nvlink(instance, item.position):
         picked = choose_gpus(topo, free, need, True)  # linked if it can be: cheaper
     if picked is None:
         picked = choose_gpus(topo, free, need, nvlink)

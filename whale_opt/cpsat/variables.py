@@ -76,7 +76,9 @@ class Variables:
                 v.start, item.durations[node.gpu_type], v.on_node[n], f"run_{tag}_{n}"
             )
             if item.mode is Mode.SPREAD:
-                v.count[n] = m.new_int_var(0, min(job.gpus, node.gpus), f"count_{tag}_{n}")
+                v.count[n] = m.new_int_var(
+                    0, min(job.gpu_count, node.gpu_count), f"count_{tag}_{n}"
+                )
         if item.mode is Mode.GANG or (item.mode is Mode.SPREAD and job.topology == "rack"):
             for rack in sorted({instance.nodes[n].rack for n in item.nodes}):
                 v.in_rack[rack] = m.new_bool_var(f"rack_{tag}_{rack}")

@@ -33,7 +33,7 @@ EPS = 1e-9
 def gpus_by_node(instance: Instance, running_position: int) -> dict[int, int]:
     """Node position -> mask of running job ``running_position``'s GPUs there."""
     masks: dict[int, int] = defaultdict(int)
-    for gpu in instance.running[running_position].gpus:
+    for gpu in instance.running[running_position].gpu_ids:
         ref = instance.parse_gpu(gpu)
         masks[ref.node] |= 1 << ref.index
     return dict(masks)
@@ -48,7 +48,7 @@ def decidable(instance: Instance, topologies: tuple[NodeTopology, ...]) -> set[i
     held = held_by_tenant(instance)
     for r, job in enumerate(instance.running):
         for n, mask in gpus_by_node(instance, r).items():
-            share = popcount(mask) / len(job.gpus)
+            share = popcount(mask) / len(job.gpu_ids)
             gpus[n] += popcount(mask)
             cpu[n] += job.cpu * share
             memory[n] += job.memory_gb * share
@@ -84,13 +84,13 @@ def choose_victims(
     users: dict[str, list[int]] = defaultdict(list)
     for k, item in incumbent.items():
         if item.action is Action.START:
-            for gpu in item.gpus:
+            for gpu in item.gpu_ids:
                 users[gpu].append(k)
     eligible_memo: dict[tuple[object, ...], frozenset[int]] = {}
 
     def eligible(k: int) -> frozenset[int]:
         job = instance.queue[k]
-        shape = (instance.eligible_types[k], job.gpus, job.topology)
+        shape = (instance.eligible_types[k], job.gpu_count, job.topology)
         if shape not in eligible_memo:
             eligible_memo[shape] = frozenset(eligible_nodes(instance, k, topologies))
         return eligible_memo[shape]
@@ -108,7 +108,7 @@ def choose_victims(
     for r in sorted(preempted):
         victim = instance.running[r]
         nodes = gpus_by_node(instance, r)
-        on_it = {k for gpu in victim.gpus for k in users.get(gpu, ())}
+        on_it = {k for gpu in victim.gpu_ids for k in users.get(gpu, ())}
         if on_it <= free and r in ok:
             victims.append(Victim(r, nodes, victim.remaining_s, displacers(r, nodes), True))
         elif any(
@@ -127,7 +127,7 @@ def choose_victims(
             nodes = gpus_by_node(instance, r)
             who = displacers(r, nodes)
             if who:
-                price = preemption_cost(instance, r) / len(victim.gpus)
+                price = preemption_cost(instance, r) / len(victim.gpu_ids)
                 fresh.append((price, r, Victim(r, nodes, victim.remaining_s, who)))
         fresh.sort(key=lambda entry: (entry[0], entry[1]))
         victims += [entry[2] for entry in fresh[:MAX_NEW_VICTIMS]]

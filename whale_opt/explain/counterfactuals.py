@@ -91,7 +91,7 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
     return tuple(
         RunningJob(
             item.id,
-            item.gpus,
+            item.gpu_ids,
             item.end_s or 1,
             tenant=queued[item.id].tenant,
             cpu=queued[item.id].cpu,
@@ -111,7 +111,7 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
     every = tuple(instance.gpu_types)
     if job.gpu_types and set(job.gpu_types) != set(every):
         groups.append([Change("gpu-types", job.id, every)])
-    if job.gpus > 1 and instance.eligible_types[position]:
+    if job.gpu_count > 1 and instance.eligible_types[position]:
         order = TOPOLOGIES  # nvlink -> node -> rack -> any
         looser = order[order.index(job.topology) + 1 :]
         groups.append([Change("topology", job.id, t) for t in looser])

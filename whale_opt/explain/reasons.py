@@ -190,7 +190,7 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         "gpu_types": asked,
         "types_in_cluster": healthy_types,
         "min_gpu_memory_gb": job.min_gpu_memory_gb,
-        "gpus": job.gpus,
+        "gpus": job.gpu_count,
         "topology": job.topology,
         "fails": [],
     }
@@ -215,7 +215,7 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         facts["largest_nvlink_block"] = block
         facts["eligible_nodes"] = [instance.nodes[k].id for k in tl.eligible(position)]
         words.append(
-            f"needs {job.gpus} GPUs as '{job.topology}'; the largest healthy NVLink block of"
+            f"needs {job.gpu_count} GPUs as '{job.topology}'; the largest healthy NVLink block of"
             f" {', '.join(sorted(types))} is {block} and the nodes that could take part are"
             f" {', '.join(facts['eligible_nodes']) or 'none'}"
         )
@@ -260,7 +260,7 @@ def _guarantee(instance: Instance, decision: Decision, position: int) -> Reason 
         for r, running in enumerate(instance.running)
         if class_rank(instance, running) >= class_rank(instance, job)
         and may_displace(instance, running, job, held)
-        and {gpu.rpartition("/")[0] for gpu in running.gpus} & eligible
+        and {gpu.rpartition("/")[0] for gpu in running.gpu_ids} & eligible
     ]
     if not borrowers:
         return None
@@ -305,10 +305,10 @@ def running_holders(instance: Instance, nodes: Iterable[int]) -> list[dict[str, 
     ids = {instance.nodes[k].id for k in nodes}
     out = []
     for job in instance.running:
-        on = sorted({g.rpartition("/")[0] for g in job.gpus} & ids)
+        on = sorted({g.rpartition("/")[0] for g in job.gpu_ids} & ids)
         if on:
             out.append(
-                {"job": job.id, "nodes": on, "gpus": len(job.gpus), "ends_s": job.remaining_s}
+                {"job": job.id, "nodes": on, "gpus": len(job.gpu_ids), "ends_s": job.remaining_s}
             )
     return sorted(out, key=lambda h: (h["ends_s"], h["job"]))
 
@@ -332,14 +332,14 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
             {"until_s": until, "holders": holders},
         )
     )
-    if sum(free.values()) >= job.gpus:
+    if sum(free.values()) >= job.gpu_count:
         where = ", ".join(f"{n} {c} free" for n, c in free.items())
         out.append(
             Reason(
                 "scattered",
                 f"{sum(free.values())} eligible GPUs are free now but scattered ({where});"
-                f" no single placement holds {job.gpus} as '{job.topology}'",
-                {"free": free, "gpus": job.gpus, "topology": job.topology},
+                f" no single placement holds {job.gpu_count} as '{job.topology}'",
+                {"free": free, "gpus": job.gpu_count, "topology": job.topology},
             )
         )
     return out
@@ -348,21 +348,21 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
 def quota_reason(instance: Instance, position: int, decision: Decision) -> Reason:
     job = instance.queue[position]
     quota = tenant_quota(instance, job.tenant)
-    running = sum(len(r.gpus) for r in instance.running if r.tenant == job.tenant)
+    running = sum(len(r.gpu_ids) for r in instance.running if r.tenant == job.tenant)
     tenant_ids = {q.id for q in instance.queue if q.tenant == job.tenant and q.id != job.id}
     started = sum(
-        len(item.gpus) for item in decision.by_action(Action.START) if item.id in tenant_ids
+        len(item.gpu_ids) for item in decision.by_action(Action.START) if item.id in tenant_ids
     )
     return Reason(
         "quota",
         f"tenant {job.tenant} quota reached: {running + started} of {quota} GPUs in use now"
-        f" ({running} running, {started} started this round), the job needs {job.gpus}",
+        f" ({running} running, {started} started this round), the job needs {job.gpu_count}",
         {
             "tenant": job.tenant,
             "quota": quota,
             "in_use": running + started,
-            "needed_quota": running + job.gpus,
-            "needed_quota_with_started": running + started + job.gpus,
+            "needed_quota": running + job.gpu_count,
+            "needed_quota_with_started": running + started + job.gpu_count,
         },
     )
 

@@ -108,14 +108,14 @@ def _fail_node(instance: Instance, node_id: str) -> Instance:
     lost: list[QueuedJob] = []
     speed = instance.gpu_types[node.gpu_type].speed
     for job in instance.running:
-        if not any(gpu.rpartition("/")[0] == node_id for gpu in job.gpus):
+        if not any(gpu.rpartition("/")[0] == node_id for gpu in job.gpu_ids):
             kept.append(job)
             continue
-        spans = {gpu.rpartition("/")[0] for gpu in job.gpus}
+        spans = {gpu.rpartition("/")[0] for gpu in job.gpu_ids}
         lost.append(
             QueuedJob(
                 job.id,
-                len(job.gpus),
+                len(job.gpu_ids),
                 max(1, math.ceil(job.remaining_s * speed)),
                 tenant=job.tenant,
                 gpu_types=(node.gpu_type,),
@@ -267,7 +267,7 @@ def _summary(item: JobDecision | None) -> dict[str, Any] | None:
         "action": item.action.value,
         "start_s": item.start_s,
         "end_s": item.end_s,
-        "gpus": list(item.gpus),
+        "gpus": list(item.gpu_ids),
         "nodes": list(job_nodes(item)),
         "reason": item.reason,
     }
@@ -284,11 +284,11 @@ def _short(item: JobDecision | None) -> str:
 def _same(a: JobDecision | None, b: JobDecision | None) -> bool:
     if a is None or b is None:
         return a is b
-    return (a.action, a.start_s, a.end_s, a.gpus, job_nodes(a)) == (
+    return (a.action, a.start_s, a.end_s, a.gpu_ids, job_nodes(a)) == (
         b.action,
         b.start_s,
         b.end_s,
-        b.gpus,
+        b.gpu_ids,
         job_nodes(b),
     )
 

@@ -218,7 +218,7 @@ def _options(
         if job.topology == "nvlink" and not single_node(job, topo):
             gangs.setdefault((topo.node.rack, topo.size, gpu_type), []).append(n)
             continue
-        if job.gpus > timeline.healthy_count(n):
+        if job.gpu_count > timeline.healthy_count(n):
             continue  # a rack or any job larger than the node: not started by preemption
         here = sorted((r for r in victims.usable if n in held[r]), key=lambda r: (costs[r], r))
         for size in range(1, min(MAX_SET_SIZE, budget, len(here)) + 1):
@@ -248,7 +248,7 @@ def _options(
 def _masks_of(instance: Instance, running_position: int) -> dict[int, int]:
     """GPU bit masks per node position of running job ``running_position``."""
     masks: dict[int, int] = {}
-    for gpu in instance.running[running_position].gpus:
+    for gpu in instance.running[running_position].gpu_ids:
         ref = instance.parse_gpu(gpu)
         masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
     return masks
@@ -274,15 +274,15 @@ def _single(
     with the penalty of the preferences the placement drops; None if none fit."""
     job = instance.queue[position]
     shapes = [needs_nvlink(job)]
-    if not shapes[0] and job.prefer_nvlink and job.gpus > 1:
+    if not shapes[0] and job.prefer_nvlink and job.gpu_count > 1:
         shapes = [True, False]  # NVLink-connected first: it may drop no preference
     for nvlink in shapes:
-        mask = _touching_mask(topo, pool, job.gpus, nvlink, parts)
+        mask = _touching_mask(topo, pool, job.gpu_count, nvlink, parts)
         if mask is None:
             continue
-        names = preferences.dropped(instance, position, {node: job.gpus}, {node: mask})
+        names = preferences.dropped(instance, position, {node: job.gpu_count}, {node: mask})
         penalty = preferences.price(instance, position, names)
-        placement = Placement(0, duration, topo.node.gpu_type, (node,), (job.gpus,), (mask,))
+        placement = Placement(0, duration, topo.node.gpu_type, (node,), (job.gpu_count,), (mask,))
         return placement, penalty
     return None
 
@@ -327,9 +327,9 @@ def _gang(
     gang, free or cleared of victims, the cheapest to clear first."""
     job = instance.queue[position]
     topo0 = timeline.topology(nodes[0])
-    if job.gpus % topo0.size:
+    if job.gpu_count % topo0.size:
         return None
-    need = job.gpus // topo0.size
+    need = job.gpu_count // topo0.size
     held = victims.masks
     clearable: list[tuple[float, int, frozenset[int]]] = []
     for n in nodes:

@@ -27,7 +27,7 @@ def priced_preferences(instance: Instance, position: int) -> tuple[str, ...]:
         out.append("zone")
     if job.preferred_gpu_types and policy.gpu_type_penalty_s > 0:
         out.append("gpu_type")
-    wants_link = job.prefer_nvlink and job.topology != "nvlink" and job.gpus > 1
+    wants_link = job.prefer_nvlink and job.topology != "nvlink" and job.gpu_count > 1
     if wants_link and policy.nvlink_penalty_s > 0:
         out.append("nvlink")
     return tuple(out)

@@ -38,13 +38,15 @@ def deferral_reason(instance: Instance, position: int, timeline: ClusterState) -
         ]
         if draining:
             return f"every node that could hold it is draining: {', '.join(draining)}"
-        need = "NVLink-connected " if job.topology == "nvlink" and job.gpus > 1 else ""
-        return f"no healthy node of type {', '.join(types)} can hold {job.gpus} {need}GPUs"
+        need = "NVLink-connected " if job.topology == "nvlink" and job.gpu_count > 1 else ""
+        return f"no healthy node of type {', '.join(types)} can hold {job.gpu_count} {need}GPUs"
     tenant = instance.tenants.get(job.tenant)
-    if tenant is not None and tenant.gpu_quota is not None and tenant.gpu_quota < job.gpus:
-        return f"tenant {job.tenant} quota {tenant.gpu_quota} GPUs is below the job's {job.gpus}"
+    if tenant is not None and tenant.gpu_quota is not None and tenant.gpu_quota < job.gpu_count:
+        return (
+            f"tenant {job.tenant} quota {tenant.gpu_quota} GPUs is below the job's {job.gpu_count}"
+        )
     free = timeline.total_free()
     return (
-        f"no room for {job.gpus} GPUs before the horizon ({instance.policy.horizon_s} s);"
+        f"no room for {job.gpu_count} GPUs before the horizon ({instance.policy.horizon_s} s);"
         f" {free} GPUs free now"
     )

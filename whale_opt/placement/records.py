@@ -28,7 +28,7 @@ def to_job_decision(instance: Instance, position: int, placement: Placement) -> 
         gpus: tuple[str, ...] = ()
         for node, mask in zip(placement.nodes, placement.masks, strict=True):
             gpus += mask_to_ids(instance.nodes[node], mask)
-        return JobDecision(job.id, Action.START, gpus=gpus, start_s=0, end_s=placement.end)
+        return JobDecision(job.id, Action.START, gpu_ids=gpus, start_s=0, end_s=placement.end)
     return JobDecision(
         job.id,
         Action.PLANNED,
@@ -43,7 +43,7 @@ def to_placement(instance: Instance, position: int, item: JobDecision) -> Placem
     """The placement a start or planned decision describes (None when deferred)."""
     if item.action is Action.START:
         masks: dict[int, int] = {}
-        for gpu in item.gpus:
+        for gpu in item.gpu_ids:
             ref = instance.parse_gpu(gpu)
             masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
         nodes = tuple(masks)

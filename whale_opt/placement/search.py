@@ -247,18 +247,20 @@ class PlacementSearch:
         nvlink = needs_nvlink(job)
         for node in nodes:
             if (
-                state.free_count(node) >= job.gpus
+                state.free_count(node) >= job.gpu_count
                 and state.node_fit(node, 0, duration, job, 0) == 0
             ):
-                mask = choose_gpus(state.topology(node), state.free_mask(node), job.gpus, nvlink)
+                mask = choose_gpus(
+                    state.topology(node), state.free_mask(node), job.gpu_count, nvlink
+                )
                 if mask is not None:
-                    out.append(Placement(0, duration, gpu_type, (node,), (job.gpus,), (mask,)))
+                    out.append(Placement(0, duration, gpu_type, (node,), (job.gpu_count,), (mask,)))
         if out:
             return out  # a start now ends no later than any later start on this type
         best_later: tuple[float, int] | None = None
         # Nodes by a cheap lower bound on when the job could start there; stop
         # once no node can beat the best start found.
-        for bound, node in sorted((state.free_from(n, job.gpus), n) for n in nodes):
+        for bound, node in sorted((state.free_from(n, job.gpu_count), n) for n in nodes):
             if bound > horizon or (best_later is not None and bound >= best_later[0]):
                 break
             # Not now: from the next moment something frees on this node.
@@ -276,7 +278,7 @@ class PlacementSearch:
         if best_later is not None:
             t, node = best_later
             start = int(t)
-            out.append(Placement(start, start + duration, gpu_type, (node,), (job.gpus,)))
+            out.append(Placement(start, start + duration, gpu_type, (node,), (job.gpu_count,)))
         return out
 
 
@@ -296,9 +298,11 @@ def _whole_nodes(
     for rack_nodes in by_rack.values():
         size = state.topology(rack_nodes[0]).size
         same = [n for n in rack_nodes if state.topology(n).size == size]
-        if job.gpus % size or len(same) < job.gpus // size:
+        if job.gpu_count % size or len(same) < job.gpu_count // size:
             continue
-        placement = _gang(state, job, duration, gpu_type, same, job.gpus // size, size, horizon)
+        placement = _gang(
+            state, job, duration, gpu_type, same, job.gpu_count // size, size, horizon
+        )
         if placement is not None:
             out.append(placement)
     return out
@@ -373,7 +377,7 @@ def _spread(
         for t in sorted(times):
             if t > horizon:
                 break
-            if capacity - total.peak(t, t + duration) < job.gpus - EPS:
+            if capacity - total.peak(t, t + duration) < job.gpu_count - EPS:
                 continue
             if state.quota_fit(job, t, duration) != t:
                 continue
@@ -395,12 +399,12 @@ def _spread_at(
         if room > 0:
             at_t.append((room, node))
     picks: list[tuple[int, int]] = []
-    for _, node in sorted(r for r in at_t if r[0] >= job.gpus):
-        if state.room(job, node, t, duration) >= job.gpus:
-            picks = [(job.gpus, node)]
+    for _, node in sorted(r for r in at_t if r[0] >= job.gpu_count):
+        if state.room(job, node, t, duration) >= job.gpu_count:
+            picks = [(job.gpu_count, node)]
             break
     if not picks:
-        need = job.gpus
+        need = job.gpu_count
         for _, node in sorted(at_t, key=lambda r: (-r[0], r[1])):
             take = min(state.room(job, node, t, duration), need)
             if take > 0:

@@ -66,12 +66,12 @@ class ClusterState:
             if job.id in preempted:
                 continue
             per_node: dict[int, int] = {}
-            for gpu in job.gpus:
+            for gpu in job.gpu_ids:
                 ref = instance.parse_gpu(gpu)
                 self._free_now[ref.node] &= ~(1 << ref.index)
                 per_node[ref.node] = per_node.get(ref.node, 0) + 1
             self._occupy(
-                job.tenant, per_node, len(job.gpus), job.cpu, job.memory_gb, 0, job.remaining_s
+                job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
             )
 
     def copy(self) -> ClusterState:
@@ -166,7 +166,7 @@ class ClusterState:
         ``shaped``, the job with another topology (an NVLink-shaped try)."""
         job = self._instance.queue[position] if shaped is None else shaped
         # Eligibility depends only on the job's shape: share it between alike jobs.
-        shape = (self._instance.eligible_types[position], job.gpus, job.topology)
+        shape = (self._instance.eligible_types[position], job.gpu_count, job.topology)
         if shape not in self._eligible:
             if shaped is None:
                 found = eligible_nodes(self._instance, position, self._topologies)
@@ -188,7 +188,7 @@ class ClusterState:
         self._occupy(
             job.tenant,
             dict(zip(placement.nodes, placement.counts, strict=True)),
-            job.gpus,
+            job.gpu_count,
             job.cpu,
             job.memory_gb,
             placement.start,
@@ -242,7 +242,7 @@ class ClusterState:
         ``give_up``. Counts only: which GPUs are free now is not asked."""
         node_rec = self._instance.nodes[node]
         limit = popcount(self._topologies[node].healthy)
-        share = gpus / job.gpus
+        share = gpus / job.gpu_count
         t: float = start
         while t <= give_up and t < INF:
             t0 = int(t)
@@ -267,11 +267,11 @@ class ClusterState:
             return start
         # Many nodes ask the same question of the tenant's profile: remember answers
         # until the next commit changes it.
-        key = (job.tenant, job.gpus, duration, int(start))
+        key = (job.tenant, job.gpu_count, duration, int(start))
         found = self._quota_memo.get(key)
         if found is None:
             found = self._tenant(job.tenant).earliest(
-                int(start), duration, job.gpus, quota.gpu_quota
+                int(start), duration, job.gpu_count, quota.gpu_quota
             )
             self._quota_memo[key] = found
         return found if found <= give_up else INF
@@ -312,7 +312,7 @@ class ClusterState:
         t: float = start
         while t <= give_up and t < INF:
             t0 = t
-            t = self.part_fit(node, int(t), duration, job.gpus, job, give_up)
+            t = self.part_fit(node, int(t), duration, job.gpu_count, job, give_up)
             t = self.quota_fit(job, t, duration, give_up)
             if t == t0:
                 return t
@@ -357,10 +357,10 @@ class ClusterState:
         twin._quota_memo = {}
         for job in released:
             per_node: dict[int, int] = {}
-            for gpu in job.gpus:
+            for gpu in job.gpu_ids:
                 ref = self._instance.parse_gpu(gpu)
                 per_node[ref.node] = per_node.get(ref.node, 0) + 1
-            total = len(job.gpus)
+            total = len(job.gpu_ids)
             for node, count in per_node.items():
                 if node in touched:
                     twin._gpu_use[node].add(0, job.remaining_s, -count)
@@ -379,10 +379,10 @@ class ClusterState:
         rec = self._instance.nodes[node]
         if job.cpu and gpus > 0:
             spare = rec.cpu - self._cpu_use[node].peak(t, t + duration)
-            gpus = min(gpus, int(spare / (job.cpu / job.gpus) + EPS))
+            gpus = min(gpus, int(spare / (job.cpu / job.gpu_count) + EPS))
         if job.memory_gb and gpus > 0:
             spare = rec.memory_gb - self._mem_use[node].peak(t, t + duration)
-            gpus = min(gpus, int(spare / (job.memory_gb / job.gpus) + EPS))
+            gpus = min(gpus, int(spare / (job.memory_gb / job.gpu_count) + EPS))
         return max(gpus, 0)
 
     def room_at(self, node: int, t: int) -> int:

@@ -25,4 +25,4 @@ class BestFitPolicy(OrderedPolicy):
 
     def order(self, instance: Instance) -> list[int]:
         """Queue positions by GPU count (largest first), then submit time, then id."""
-        return ranked(instance, lambda k, job: -job.gpus)
+        return ranked(instance, lambda k, job: -job.gpu_count)

@@ -23,7 +23,7 @@ def smith_ratio(instance: Instance, position: int) -> float:
     """Effective weight / (GPUs x shortest duration) of job ``position`` (0: unservable)."""
     shortest = instance.min_duration(position)
     job = instance.queue[position]
-    return 0.0 if shortest is None else instance.weights[position] / (job.gpus * shortest)
+    return 0.0 if shortest is None else instance.weights[position] / (job.gpu_count * shortest)
 
 
 def wspt_order(instance: Instance) -> list[int]:

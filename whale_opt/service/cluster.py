@@ -222,7 +222,7 @@ class ClusterRuntime:
         view: dict[str, Any] = {
             "id": job_id,
             "state": "queued",
-            "gpus_requested": job.gpus,
+            "gpus_requested": job.gpu_count,
             "submitted_at": job.submitted_at,
             "tenant": job.tenant,
         }

@@ -105,11 +105,15 @@ class Attempts:
         need: dict[str, int] = {}
         for job_id, job in queue.items():
             for name in eligible[job_id]:
-                need[name] = min(need.get(name, job.gpus), job.gpus)
+                need[name] = min(need.get(name, job.gpu_count), job.gpu_count)
         fragmented = 0
         for node in nodes:
             free = len(node.healthy_indices) - self.busy_on[node.id]
-            if free > 0 and node.gpu_type in need and free < min(need[node.gpu_type], node.gpus):
+            if (
+                free > 0
+                and node.gpu_type in need
+                and free < min(need[node.gpu_type], node.gpu_count)
+            ):
                 fragmented += free
         return {
             "busy_gpus": busy,

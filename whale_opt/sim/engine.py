@@ -255,7 +255,7 @@ class EventLoop:
         wall += time.perf_counter() - tic
         started = 0
         for item in decision.by_action(Action.START):
-            end = self.attempts.start(item.id, item.gpus, self.now)
+            end = self.attempts.start(item.id, item.gpu_ids, self.now)
             self.push(end, COMPLETE, (item.id, self.jobs[item.id].attempt))
             started += 1
         if kept:
@@ -397,5 +397,5 @@ class EventLoop:
         self.record.add_round(
             row,
             ((held.job.tenant, len(held.gpus)) for held in scheduler.running.values()),
-            ((job.tenant, job.gpus) for job in scheduler.queue.values()),
+            ((job.tenant, job.gpu_count) for job in scheduler.queue.values()),
         )

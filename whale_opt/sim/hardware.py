@@ -21,7 +21,7 @@ class Hardware:
 
     def __init__(self, cluster: Instance, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.gpus = {node.id: node.gpus for node in cluster.nodes}
+        self.gpus = {node.id: node.gpu_count for node in cluster.nodes}
         self.node_down: dict[str, int] = defaultdict(int)
         self.gpu_down: dict[str, int] = defaultdict(int)
         self.draining: dict[str, int] = defaultdict(int)

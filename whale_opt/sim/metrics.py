@@ -283,7 +283,7 @@ def build_result(record: RunRecord, wall_s: float) -> SimResult:
     ]
     rounds = pd.DataFrame(record.rounds, columns=[*ROUND_COLUMNS, *extra])
     segments = pd.DataFrame(record.segments, columns=list(SEGMENT_COLUMNS))
-    total = sum(node.gpus for node in record.cluster.nodes)
+    total = sum(node.gpu_count for node in record.cluster.nodes)
     first, last_end = run_span(jobs, segments)
     groups = group_table(jobs, rounds, record.guarantees, max(last_end - first, 1.0), last_end)
     summary = {"policy": record.policy, **summarize(jobs, rounds, segments, total)}

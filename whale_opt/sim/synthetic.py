@@ -43,7 +43,7 @@ class _Fit:
         self.cache: dict[tuple[object, ...], bool] = {}
 
     def __call__(self, job: QueuedJob) -> bool:
-        key = (job.gpus, job.gpu_types, job.min_gpu_memory_gb, job.topology)
+        key = (job.gpu_count, job.gpu_types, job.min_gpu_memory_gb, job.topology)
         if key not in self.cache:
             self.cache[key] = self._fits(job)
         return self.cache[key]
@@ -61,8 +61,8 @@ class _Fit:
         groups: dict[tuple[str, ...], int] = defaultdict(int)
         for topo in hosts:
             node = topo.node
-            if job.topology == "nvlink" and job.gpus > topo.size:
-                if job.gpus % topo.size == 0:
+            if job.topology == "nvlink" and job.gpu_count > topo.size:
+                if job.gpu_count % topo.size == 0:
                     groups[(node.rack, node.gpu_type, str(topo.size))] += topo.size
             elif job.topology in ("nvlink", "node"):
                 return True
@@ -70,7 +70,7 @@ class _Fit:
                 groups[(node.rack, node.gpu_type)] += popcount(topo.healthy)
             else:
                 groups[(node.gpu_type,)] += popcount(topo.healthy)
-        return any(total >= job.gpus for total in groups.values())
+        return any(total >= job.gpu_count for total in groups.values())
 
 
 def _pick_shape(rng: np.random.Generator, present: list[str], node_size: dict[str, int]) -> dict:
@@ -92,14 +92,19 @@ def _pick_shape(rng: np.random.Generator, present: list[str], node_size: dict[st
         size = largest * max(1, size // largest)
     if topology == "node":
         size = min(size, largest)
-    return {"gpus": size, "gpu_types": types, "min_gpu_memory_gb": memory, "topology": topology}
+    return {
+        "gpu_count": size,
+        "gpu_types": types,
+        "min_gpu_memory_gb": memory,
+        "topology": topology,
+    }
 
 
 def _servable(fits: _Fit, job: QueuedJob) -> QueuedJob:
     """``job``, made smaller (then looser) until the healthy cluster could run it."""
     while not fits(job):
-        if job.gpus > 1:
-            job = replace(job, gpus=job.gpus // 2)
+        if job.gpu_count > 1:
+            job = replace(job, gpu_count=job.gpu_count // 2)
         elif job.min_gpu_memory_gb > 0 or job.gpu_types:
             job = replace(job, min_gpu_memory_gb=0.0, gpu_types=())
         elif job.topology != "any":
@@ -136,11 +141,11 @@ def synthetic_trace(
         / capacity
     )
     present = sorted({n.gpu_type for n in healthy})
-    node_size = {t: max(n.gpus for n in healthy if n.gpu_type == t) for t in present}
+    node_size = {t: max(n.gpu_count for n in healthy if n.gpu_type == t) for t in present}
     tenants = sorted(cluster.tenants) or list(TENANTS)
     # Host requests no node would refuse: clusters that give no CPU get no CPU asks.
-    cpu_per_gpu = min(6.0, *(n.cpu / n.gpus for n in healthy))
-    memory_per_gpu = min(24.0, *(n.memory_gb / n.gpus for n in healthy))
+    cpu_per_gpu = min(6.0, *(n.cpu / n.gpu_count for n in healthy))
+    memory_per_gpu = min(24.0, *(n.memory_gb / n.gpu_count for n in healthy))
     fits = _Fit(cluster)
     jobs: list[QueuedJob] = []
     for k in range(n_jobs):
@@ -148,7 +153,7 @@ def synthetic_trace(
         tenant = str(rng.choice(tenants))
         quota = tenant_quota(cluster, tenant)
         if quota is not None:
-            shape["gpus"] = max(1, min(shape["gpus"], quota))
+            shape["gpu_count"] = max(1, min(shape["gpu_count"], quota))
         job = QueuedJob(
             id=f"job-{k:05d}",
             tenant=tenant,
@@ -157,15 +162,17 @@ def synthetic_trace(
             **shape,
         )
         job = _servable(fits, job)
-        jobs.append(replace(job, cpu=cpu_per_gpu * job.gpus, memory_gb=memory_per_gpu * job.gpus))
-    work = sum(job.gpus * (job.duration_s or 0) / mean_speed for job in jobs)
+        jobs.append(
+            replace(job, cpu=cpu_per_gpu * job.gpu_count, memory_gb=memory_per_gpu * job.gpu_count)
+        )
+    work = sum(job.gpu_count * (job.duration_s or 0) / mean_speed for job in jobs)
     mean_gap = work / (load * capacity) / n_jobs
     arrivals = np.cumsum(rng.exponential(mean_gap, n_jobs)) - mean_gap
     return tuple(
         TraceJob(
             id=job.id,
             submit_s=max(0, int(at)),
-            gpus=job.gpus,
+            gpus=job.gpu_count,
             duration_s=job.duration_s,
             gpu_types=job.gpu_types,
             min_gpu_memory_gb=job.min_gpu_memory_gb,

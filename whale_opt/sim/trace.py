@@ -89,7 +89,7 @@ class TraceJob:
         """The job as the scheduler sees it, with estimated duration ``estimate_s``."""
         return QueuedJob(
             id=self.id,
-            gpus=self.gpus,
+            gpu_count=self.gpus,
             duration_s=estimate_s,
             tenant=self.tenant,
             gpu_types=self.gpu_types,

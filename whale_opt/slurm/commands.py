@@ -50,7 +50,7 @@ def scontrol_update(job_id: str, *fields: str) -> Argv:
 
 def _per_node(item: JobDecision) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {node: [] for node in job_nodes(item)}
-    for gpu in item.gpus:
+    for gpu in item.gpu_ids:
         node, _, index = gpu.rpartition("/")
         out[node].append(int(index))
     return {node: sorted(indices) for node, indices in out.items()}
@@ -72,7 +72,7 @@ def start_commands(snapshot: Snapshot, item: JobDecision, gres_mode: str) -> Job
     if gres_mode == "indexed":
         index_sets = {tuple(indices) for indices in per_node.values()}
         whole = all(
-            len(per_node[n]) == snapshot.instance.nodes[snapshot.instance.node_index[n]].gpus
+            len(per_node[n]) == snapshot.instance.nodes[snapshot.instance.node_index[n]].gpu_count
             for n in nodes
         )
         untyped = all(e.type is None for e in gres.gpus(job.request) if e.count)
@@ -90,7 +90,7 @@ def start_commands(snapshot: Snapshot, item: JobDecision, gres_mode: str) -> Job
                     scontrol_update(item.id, f"TresPerNode={job.tres_per_node}"),
                 ]
     steps.append(("scontrol", "release", item.id))
-    return JobCommands(item.id, Action.START, tuple(steps), tuple(undo), item.gpus)
+    return JobCommands(item.id, Action.START, tuple(steps), tuple(undo), item.gpu_ids)
 
 
 def preempt_commands(job_id: str) -> JobCommands:

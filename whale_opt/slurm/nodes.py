@@ -66,7 +66,7 @@ def build_nodes(
         built[node.name] = Node(
             id=node.name,
             gpu_type=gpu_type,
-            gpus=count,
+            gpu_count=count,
             nvlink=options.nvlink,
             cpu=float(node.cpus),
             down=down,

@@ -115,7 +115,7 @@ class _Builder:
             f"{node_id}/{index}"
             for node_id, indices in zip(job.nodes, job.held_gpus, strict=False)
             for index in indices
-            if index < self.nodes[node_id].gpus
+            if index < self.nodes[node_id].gpu_count
         )
         elapsed = max(0, self.now - job.start_time) if job.start_time else 0
         remaining = _duration(job, self.options) - elapsed
@@ -134,7 +134,7 @@ class _Builder:
         self.running.append(
             RunningJob(
                 id=job.id,
-                gpus=gpus,
+                gpu_ids=gpus,
                 remaining_s=remaining,
                 tenant=job.tenant,
                 cpu=float(job.cpus),
@@ -198,7 +198,7 @@ class _Builder:
         self.queue.append(
             QueuedJob(
                 id=job.id,
-                gpus=per_node * job.node_count,
+                gpu_count=per_node * job.node_count,
                 duration_s=_duration(job, self.options),
                 tenant=job.tenant,
                 gpu_types=gpu_types,
@@ -248,7 +248,9 @@ class _Builder:
         whole = {
             name
             for name in types or present
-            if all(n.gpus == job.gpus_per_node for n in self.nodes.values() if n.gpu_type == name)
+            if all(
+                n.gpu_count == job.gpus_per_node for n in self.nodes.values() if n.gpu_type == name
+            )
         }
         if not whole:
             return (
