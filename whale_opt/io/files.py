@@ -1,0 +1,199 @@
+"""The file side of the boundary: formats, schemas, JSON in and out, errors.
+
+:class:`InputError` names the file, the JSON path and the bad value; schema
+errors are described in words here, and record errors (FieldError) become
+InputErrors through :func:`_build`. :func:`write_json` writes atomically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jsonschema
+
+from whale_opt.problem_data import FieldError
+
+INSTANCE_FORMAT = "whale-opt/instance@1"
+DECISION_FORMAT = "whale-opt/decision@1"
+SCHEMAS = {"instance": "instance.schema.json", "decision": "decision.schema.json"}
+
+T = TypeVar("T")
+
+
+class InputError(ValueError):
+    """A bad input file: names the file, the JSON path and the value."""
+
+    def __init__(self, source: str, path: str, message: str) -> None:
+        self.source = source
+        self.path = path
+        self.message = message
+        super().__init__(f"{source}: {path}: {message}" if path else f"{source}: {message}")
+
+
+@cache
+def schema(kind: str) -> dict[str, Any]:
+    """The published JSON Schema of ``kind`` (``instance`` or ``decision``)."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown schema {kind!r}; choose from {', '.join(SCHEMAS)}")
+    text = resources.files("whale_opt.schemas").joinpath(SCHEMAS[kind]).read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """``value`` as JSON, cut short: how every message quotes a bad value."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_path(parts: Any) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+_BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+
+
+def _describe(spec: Any) -> str:
+    """A short English description of what schema ``spec`` accepts."""
+    if not isinstance(spec, dict):
+        return "anything" if spec is True else "nothing"
+    if "enum" in spec:
+        return "one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    if "const" in spec:
+        return json.dumps(spec["const"])
+    kinds = spec.get("type", "value")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    text = " or ".join(f"{'an' if k[0] in 'aeiou' else 'a'} {k}" for k in kinds)
+    if "object" in kinds and spec.get("required"):
+        text += " with " + ", ".join(json.dumps(k) for k in spec["required"])
+    return text
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
+    """The JSON path and a message naming the bad value, for one schema error."""
+    parts = list(error.absolute_path)
+    kind, expected, value = error.validator, error.validator_value, error.instance
+    spec = error.schema
+    if kind == "required" and isinstance(value, dict):
+        missing = next(name for name in expected if name not in value)
+        message = "is required but missing"
+        if "then" in error.schema_path and "action" in value:
+            message += f" (action {_show(value['action'])} needs {', '.join(expected)})"
+        return _json_path([*parts, missing]), message
+    if kind == "additionalProperties" and expected is False and isinstance(value, dict):
+        allowed = sorted(spec.get("properties", {}))
+        extra = next(name for name in value if name not in allowed)
+        close = difflib.get_close_matches(extra, allowed, n=1)
+        hint = (
+            f"did you mean {json.dumps(close[0])}?" if close else "allowed: " + ", ".join(allowed)
+        )
+        return _json_path([*parts, extra]), f"unknown field (got {_show(value[extra])}); {hint}"
+    if kind in ("type", "enum", "const"):
+        message = f"must be {_describe(spec)}"
+    elif kind in ("oneOf", "anyOf"):
+        message = "must be " + " or ".join(_describe(option) for option in expected)
+    elif kind in _BOUNDS:
+        message = f"must be {_BOUNDS[kind]} {expected}"
+    elif kind in ("minLength", "minItems", "minProperties"):
+        unit = {"minLength": "character", "minItems": "item", "minProperties": "entry"}[kind]
+        message = "must not be empty" if expected == 1 else f"needs at least {expected} {unit}s"
+    elif kind == "maxItems":
+        message = f"needs at most {expected} items"
+    elif kind == "pattern":
+        message = f"must match the pattern {expected}"
+    else:
+        message = error.message
+    return _json_path(parts), f"{message} (got {_show(value)})"
+
+
+@cache
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema(kind))
+
+
+def _validate(raw: Any, kind: str, source: str) -> None:
+    error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(raw))
+    if error is not None:
+        raise InputError(source, *_schema_problem(error))
+
+
+def _check_format(raw: Any, expected: str, source: str) -> None:
+    """Refuse another format or version before schema details can confuse."""
+    if isinstance(raw, dict) and raw.get("format") not in (None, expected):
+        raise InputError(
+            source,
+            "format",
+            f"unsupported format (got {_show(raw['format'])}); expected {json.dumps(expected)}",
+        )
+
+
+def load_json(path: str | Path) -> Any:
+    """Parse a file as JSON; an unreadable, empty, binary or broken file is an InputError."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(source, "(file)", f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            source,
+            f"byte {exc.start}",
+            f"is not UTF-8 text, perhaps a binary file (got byte 0x{data[exc.start]:02x})",
+        ) from exc
+    if not text.strip():
+        raise InputError(source, "(file)", f"is empty: no JSON value (got {len(data)} bytes)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        found = text[exc.pos : exc.pos + 20].split("\n")[0]
+        got = _show(found) if found else "end of file" if exc.pos >= len(text) else "end of line"
+        raise InputError(
+            source,
+            f"line {exc.lineno} column {exc.colno}",
+            f"malformed JSON: {exc.msg} (got {got})",
+        ) from exc
+
+
+def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return make(*args, **kwargs)
+    except FieldError as exc:
+        located = exc.within(prefix) if prefix else exc
+        raise InputError(
+            source, located.path, f"{located.message} (got {_show(located.value)})"
+        ) from exc
+
+
+def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` as JSON atomically (temp file, fsync, rename).
+
+    On any failure the target is untouched and no temp file is left. The
+    temp file is created like any new file (mode 0o666 less the umask), not
+    with ``mkstemp``'s owner-only 0o600, so outputs stay readable by others.
+    """
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=1)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

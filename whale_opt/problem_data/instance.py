@@ -1,0 +1,302 @@
+"""The Instance: one round's records, cross-checked, with the maps solvers need.
+
+Also the small lookups on it every layer shares (a tenant's quota and
+guarantee, a job's wait and class rank).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from whale_opt.problem_data.fields import _ident, _require
+from whale_opt.problem_data.records import (
+    DEFAULT_PRIORITY_CLASSES,
+    GpuRef,
+    GpuType,
+    Node,
+    Policy,
+    PriorityClass,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+)
+
+OVERDUE_LIFT = 2.0
+"""An overdue job's Smith ratio is lifted to this many times the largest ratio
+of any job not overdue (see :attr:`Instance.weights`)."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One round: the cluster, what runs on it, the queue, tenants and policy.
+
+    Construction checks every cross-reference (unknown GPU types, duplicate
+    ids, GPU ids out of range or held twice) and precomputes, per queued job,
+    the GPU types it may use and its duration on each, whether it is overdue
+    and its effective weight.
+
+    ``overdue[k]``: queued job ``k`` has waited (``-submitted_at``) longer
+    than its ceiling (:meth:`max_wait`). Every order-based policy puts
+    overdue jobs first, across classes, in the order they passed their
+    ceilings (:func:`whale_opt.policies.ordered.ranked`).
+
+    ``weights[k]``: its weight x its class's factor x (1 + ``aging_per_hour``
+    x hours waited); an overdue job's is then raised, where it is lower, to
+    :data:`OVERDUE_LIFT` x the largest Smith ratio (effective weight / (GPUs x
+    shortest duration)) of the jobs not overdue, times its own GPUs x
+    shortest duration. Its ratio then exceeds every other job's, so the
+    objective CP-SAT minimises ranks it first as the order rule does. The
+    decision's objective and bound are computed with these weights too, so
+    an overdue job weighs more there than its aged weight.
+    """
+
+    name: str
+    gpu_types: Mapping[str, GpuType]
+    nodes: tuple[Node, ...]
+    running: tuple[RunningJob, ...] = ()
+    queue: tuple[QueuedJob, ...] = ()
+    tenants: Mapping[str, Tenant] = field(default_factory=dict)
+    policy: Policy = field(default_factory=Policy)
+    now: int = 0
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
+    # Derived maps, filled in __post_init__.
+    node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    eligible_types: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
+    durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
+    overdue: tuple[bool, ...] = field(init=False, repr=False, compare=False)
+    weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    running_weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    running_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _ident("name", self.name)
+        object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
+        # Classes given override the defaults of the same name; the others stay.
+        classes = {**DEFAULT_PRIORITY_CLASSES, **self.priority_classes}
+        object.__setattr__(self, "priority_classes", MappingProxyType(classes))
+        for key, klass in self.priority_classes.items():
+            _require(key == klass.name, f"priority_classes.{key}", klass.name, "name mismatch")
+        object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))
+        for key, gpu_type in self.gpu_types.items():
+            _require(key == gpu_type.name, f"gpu_types.{key}", gpu_type.name, "name mismatch")
+        node_index: dict[str, int] = {}
+        for k, node in enumerate(self.nodes):
+            _require(node.id not in node_index, f"nodes[{k}].id", node.id, "duplicate node id")
+            _require(
+                node.gpu_type in self.gpu_types,
+                f"nodes[{k}].gpu_type",
+                node.gpu_type,
+                "is not in gpu_types",
+            )
+            node_index[node.id] = k
+        object.__setattr__(self, "node_index", MappingProxyType(node_index))
+        object.__setattr__(self, "gpu_owner", MappingProxyType(self._check_running()))
+        object.__setattr__(
+            self, "running_index", MappingProxyType({j.id: k for k, j in enumerate(self.running)})
+        )
+        object.__setattr__(
+            self, "queue_index", MappingProxyType({j.id: k for k, j in enumerate(self.queue)})
+        )
+        self._check_queue()
+        object.__setattr__(
+            self, "overdue", tuple(self._past_ceiling(k) for k in range(len(self.queue)))
+        )
+        object.__setattr__(self, "weights", self._lift_overdue())
+        object.__setattr__(
+            self,
+            "running_weights",
+            tuple(
+                job.weight * self.priority_classes[job.priority_class].weight
+                for job in self.running
+            ),
+        )
+
+    def _effective_weight(self, job: QueuedJob) -> float:
+        """Weight x class factor x (1 + aging_per_hour x hours waited)."""
+        waited_h = waited_s(job) / 3600
+        factor = self.priority_classes[job.priority_class].weight
+        return job.weight * factor * (1.0 + self.policy.aging_per_hour * waited_h)
+
+    def _past_ceiling(self, position: int) -> bool:
+        """Whether queued job ``position`` has waited longer than its ceiling."""
+        at = self.ceiling_at(position)
+        return at is not None and at < 0
+
+    def _lift_overdue(self) -> tuple[float, ...]:
+        """Effective weights, overdue jobs' raised to dominate (see the class docstring)."""
+        weights = [self._effective_weight(job) for job in self.queue]
+        area = [
+            None if (shortest := self.min_duration(k)) is None else job.gpu_count * shortest
+            for k, job in enumerate(self.queue)
+        ]
+        largest = max(
+            (
+                weights[k] / size
+                for k, size in enumerate(area)
+                if size is not None and not self.overdue[k]
+            ),
+            default=0.0,
+        )
+        for k, size in enumerate(area):
+            if self.overdue[k] and size is not None:
+                weights[k] = max(weights[k], OVERDUE_LIFT * largest * size)
+        return tuple(weights)
+
+    def _check_class(self, path: str, name: str) -> None:
+        _require(
+            name in self.priority_classes,
+            path,
+            name,
+            f"is not a priority class ({', '.join(sorted(self.priority_classes))})",
+        )
+
+    def _check_running(self) -> dict[str, str]:
+        owner: dict[str, str] = {}
+        seen: set[str] = set()
+        for k, job in enumerate(self.running):
+            _require(job.id not in seen, f"running[{k}].id", job.id, "duplicate job id")
+            seen.add(job.id)
+            for g, gpu in enumerate(job.gpu_ids):
+                path = f"running[{k}].gpus[{g}]"
+                ref = self.parse_gpu(gpu, path)
+                node = self.nodes[ref.node]
+                _require(
+                    not node.down and ref.index not in node.failed_gpus,
+                    path,
+                    gpu,
+                    "is on failed hardware: report the job as lost, not running",
+                )
+                _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
+                owner[gpu] = job.id
+            self._check_class(f"running[{k}].priority_class", job.priority_class)
+        return owner
+
+    def _check_queue(self) -> None:
+        seen = {job.id for job in self.running}
+        eligible: list[tuple[str, ...]] = []
+        durations: list[Mapping[str, int]] = []
+        for k, job in enumerate(self.queue):
+            _require(job.id not in seen, f"queue[{k}].id", job.id, "duplicate job id")
+            seen.add(job.id)
+            for t, name in enumerate(job.gpu_types):
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].gpu_types[{t}]",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            self._check_class(f"queue[{k}].priority_class", job.priority_class)
+            for t, name in enumerate(job.preferred_gpu_types):
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].preferred_gpu_types[{t}]",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            for name, _ in job.duration_by_type_s:
+                _require(
+                    name in self.gpu_types,
+                    f"queue[{k}].duration_by_type_s",
+                    name,
+                    "is not in gpu_types (a typo?)",
+                )
+            allowed = job.gpu_types or tuple(self.gpu_types)
+            by_type = dict(job.duration_by_type_s)
+            types: list[str] = []
+            job_durations: dict[str, int] = {}
+            for name in allowed:
+                gpu_type = self.gpu_types[name]
+                if gpu_type.memory_gb < job.min_gpu_memory_gb:
+                    continue
+                if name in by_type:
+                    job_durations[name] = by_type[name]
+                elif job.duration_s is not None:
+                    job_durations[name] = math.ceil(job.duration_s / gpu_type.speed)
+                else:
+                    continue  # no duration known on this type: not eligible
+                types.append(name)
+            eligible.append(tuple(types))
+            durations.append(MappingProxyType(job_durations))
+        object.__setattr__(self, "eligible_types", tuple(eligible))
+        object.__setattr__(self, "durations", tuple(durations))
+
+    # -- lookups -------------------------------------------------------------
+
+    def parse_gpu(self, gpu: str, path: str = "gpu") -> GpuRef:
+        """Resolve ``"<node>/<index>"``; raise :class:`FieldError` if it names nothing."""
+        node_id, sep, index_text = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
+        _require(bool(sep) and index_text.isdigit(), path, gpu, "must look like '<node>/<index>'")
+        _require(node_id in self.node_index, path, gpu, f"names unknown node {node_id!r}")
+        node_pos = self.node_index[node_id]
+        index = int(index_text)
+        _require(
+            index < self.nodes[node_pos].gpu_count,
+            path,
+            gpu,
+            f"index out of range (node {node_id} has {self.nodes[node_pos].gpu_count} GPUs)",
+        )
+        return GpuRef(node_pos, index)
+
+    def queue_position(self, job_id: str) -> int:
+        """Position of a queued job in ``queue`` (KeyError when it is not queued)."""
+        return self.queue_index[job_id]
+
+    def max_wait(self, job: QueuedJob | RunningJob) -> int | None:
+        """The wait ceiling of ``job``'s class: its own, else the policy's (None: none)."""
+        own = self.priority_classes[job.priority_class].max_wait_s
+        return self.policy.max_wait_s if isinstance(own, str) else own
+
+    def ceiling_at(self, position: int) -> int | None:
+        """When queued job ``position`` reaches its ceiling, in seconds from now
+        (negative: passed it that long ago); None when its class has none."""
+        ceiling = self.max_wait(self.queue[position])
+        return None if ceiling is None else self.queue[position].submitted_at + ceiling
+
+    def min_duration(self, position: int) -> int | None:
+        """Shortest duration of queued job ``position`` over its eligible types."""
+        values = self.durations[position].values()
+        return min(values) if values else None
+
+    def deferred_cost_end(self, position: int) -> int:
+        """The end time a deferred job is priced at: horizon + its shortest duration."""
+        shortest = self.min_duration(position)
+        if shortest is None:
+            job = self.queue[position]
+            shortest = (
+                job.duration_s
+                if job.duration_s is not None
+                else min(s for _, s in job.duration_by_type_s)
+            )
+        return self.policy.horizon_s + shortest
+
+    def replace(self, **changes: Any) -> Instance:
+        """A copy with ``changes`` applied, validated again."""
+        return replace(self, **changes)
+
+
+def tenant_quota(instance: Instance, tenant: str) -> int | None:
+    """The GPU quota of ``tenant`` (None when it has none)."""
+    record = instance.tenants.get(tenant)
+    return None if record is None else record.gpu_quota
+
+
+def tenant_guarantee(instance: Instance, tenant: str) -> int:
+    """The GPUs guaranteed to ``tenant`` (0 when it has no guarantee)."""
+    record = instance.tenants.get(tenant)
+    return 0 if record is None or record.guaranteed_gpus is None else record.guaranteed_gpus
+
+
+def waited_s(job: QueuedJob) -> int:
+    """Seconds ``job`` has waited by the round's now (0 for a future submit time)."""
+    return max(0, -job.submitted_at)
+
+
+def class_rank(instance: Instance, job: QueuedJob | RunningJob) -> int:
+    """The rank of ``job``'s priority class (higher starts first)."""
+    return instance.priority_classes[job.priority_class].rank
