@@ -62,13 +62,17 @@ def test_draining_nodes_offer_no_capacity() -> None:
     assert 2000 < lower_bound(instance) <= decision.objective
 
 
-def test_bound_stays_analytic_when_no_running_job_may_be_preempted() -> None:
+def test_bound_frees_only_what_a_queued_job_may_preempt() -> None:
     jobs = (QueuedJob("a", 8, 1000),)
     serving = (RunningJob("api", tuple(f"n0/{i}" for i in range(8)), 500, priority_class="online"),)
     instance = round_of(*jobs, running=serving, policy=Policy(allow_preemption=True))
     assert lower_bound(instance) == pytest.approx(1500)  # online is never preempted
     spot = (replace(serving[0], priority_class="best-effort"),)
-    assert lower_bound(instance.replace(running=spot)) == 0.0  # preempting it may pay
+    # Preempting it may pay: the bound counts its GPUs free, and is still not 0.
+    assert lower_bound(instance.replace(running=spot)) == pytest.approx(1000)
+    # A job of its own class may not displace it: its GPUs stay busy in the bound.
+    peer = (replace(serving[0], priority_class="training"),)
+    assert lower_bound(instance.replace(running=peer)) == pytest.approx(1500)
 
 
 @st.composite

@@ -23,13 +23,16 @@ Two bounds, and the round reports the larger:
 Weights are effective weights (:attr:`Instance.weights`: class factor and
 aging included). Soft-preference penalties are >= 0 and left out, and
 draining nodes, which take no new work, offer no capacity. Both need the
-capacity held by running jobs fixed: no running job may be preempted this
-round (:func:`whale_opt.rules.preemptible_now`); otherwise the bound is 0.
+capacity held by running jobs fixed, so the running jobs that a queued job
+may preempt this round (:mod:`whale_opt.rules`) are dropped
+first (:func:`without_preemptible`): their capacity counts as free. The
+bound is never 0 while a queued job exists.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from ortools.graph.python import min_cost_flow
@@ -37,8 +40,8 @@ from ortools.graph.python import min_cost_flow
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import Instance
-from whale_opt.rules import preemptible_now
+from whale_opt.problem_data import Instance, class_rank, tenant_guarantee
+from whale_opt.rules import held_by_tenant, preemptible_now
 
 _FOREVER = 2**62
 CHEAP_ABOVE = 500_000  # queued jobs x nodes past which lower_bound skips earliest placements
@@ -197,10 +200,42 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     return outside + flow.optimal_cost() / scale
 
 
+def without_preemptible(instance: Instance) -> Instance:
+    """``instance`` without the running jobs some queued job may preempt this round.
+
+    A relaxation: every valid decision of ``instance`` keeps or preempts each
+    of them, and preemption prices are >= 0, so a bound on the relaxed round
+    (their GPUs, CPU, memory and quota free from now) bounds ``instance`` too.
+    """
+    held = held_by_tenant(instance)
+    # rules.may_displace over the whole queue at once: the best class rank
+    # waiting, and the tenants a job of which would stay within its guarantee.
+    top_rank = max((class_rank(instance, job) for job in instance.queue), default=-1)
+    smallest: dict[str, int] = {}
+    for job in instance.queue:
+        smallest[job.tenant] = min(smallest.get(job.tenant, job.gpu_count), job.gpu_count)
+    reclaiming = {
+        tenant
+        for tenant, size in smallest.items()
+        if held.get(tenant, 0) + size <= tenant_guarantee(instance, tenant)
+    }
+
+    def displaceable(r: int) -> bool:
+        victim = instance.running[r]
+        if not preemptible_now(instance, r):
+            return False
+        if class_rank(instance, victim) < top_rank:
+            return True
+        over = held.get(victim.tenant, 0) > tenant_guarantee(instance, victim.tenant)
+        return over and bool(reclaiming - {victim.tenant})
+
+    kept = tuple(job for r, job in enumerate(instance.running) if not displaceable(r))
+    return instance if len(kept) == len(instance.running) else replace(instance, running=kept)
+
+
 def lower_bound(instance: Instance) -> float:
     """The best analytic lower bound on the objective of any valid decision."""
-    if any(preemptible_now(instance, r) for r in range(len(instance.running))):
-        return 0.0  # preemption frees capacity at a price these bounds do not model
+    instance = without_preemptible(instance)
     if len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE:
         # Earliest placements cost a list-scheduling pass: past this size use
         # release 0 for servable jobs (weaker, still valid, much faster).

@@ -10,7 +10,7 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.cpsat import CpSatPolicy
-from whale_opt.decision import Decision
+from whale_opt.decision import Decision, Status
 from whale_opt.generate import generate
 from whale_opt.io import InputError, decision_from_dict, decision_to_dict, schema
 from whale_opt.options import SolveOptions
@@ -19,7 +19,7 @@ from whale_opt.problem_data import Instance
 # Generous: the deterministic preset's fixed counts end the round well before
 # this wall-clock safety net, even with two rounds sharing the cores.
 OPTIONS = SolveOptions(time_limit_s=30.0)
-TIMED = {"greedy_s"}  # wall-clock figures, different on every run
+TIMED = {"greedy_s", "exact_s"}  # wall-clock figures, different on every run
 
 
 def _rounds() -> list[Instance]:
@@ -64,11 +64,24 @@ def test_two_threads_sharing_one_policy_decide_as_sequential_solves() -> None:
     assert len(results) == len(orders) * len(rounds)
 
 
-def test_round_figures_are_in_the_decision() -> None:
-    instance = _rounds()[0]
+def test_a_small_round_is_solved_as_one_model_and_proven() -> None:
+    instance = _rounds()[0]  # 12 queued jobs: one exact model
     decision = CpSatPolicy("deterministic").decide(instance, OPTIONS)
     stats = decision.stats
     assert check(instance, decision) == []
+    assert stats["exact_tried"] == stats["exact_proven"] == 1
+    assert decision.status is Status.OPTIMAL
+    assert stats["lns_rounds"] == 0  # it returned the moment the model was proven
+    assert decision.bound <= decision.objective <= stats["greedy_value"]
+
+
+def test_round_figures_are_in_the_decision() -> None:
+    # Past the preset's exact_jobs (64): the order search and the LNS do the work.
+    instance = generate("mixed", gpus=64, queued=80, seed=0)
+    decision = CpSatPolicy("deterministic").decide(instance, OPTIONS)
+    stats = decision.stats
+    assert check(instance, decision) == []
+    assert stats["exact_tried"] == 0
     assert stats["greedy_value"] >= stats["search_value"] >= decision.objective
     assert stats["lns_rounds"] >= stats["lns_optimal"] >= 0
     assert stats["lns_improvements"] >= 1

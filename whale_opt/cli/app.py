@@ -89,10 +89,10 @@ def _kind(path: Path) -> str:
 @click.argument("instance_file", type=click.Path(path_type=Path))
 @click.option(
     "--solver",
-    default="wspt",
+    default="cpsat",
     show_default=True,
     type=click.Choice(sorted(SOLVERS)),
-    help="Policy or solver to run.",
+    help="Policy or solver to run (wspt: the greedy alone).",
 )
 @click.option(
     "--preset",

@@ -42,6 +42,8 @@ from whale_opt.topology import (
 
 RELAXED_SETS = 2  # GPU sets that are not NVLink-connected offered to a job preferring NVLink
 MAX_SUBSETS = 2_000  # GPU subsets looked at per node when listing those sets
+MASKS_PER_NODE = 6  # NVLink-connected GPU sets offered per node to a job starting now
+ALL_SETS = 70  # C(8, 4): every GPU set of one size on a node of 8 (exact rounds)
 
 
 class Mode(Enum):
@@ -131,6 +133,9 @@ class Neighbourhood:
     needs_release: list[tuple[int, int]] = field(default_factory=list)
     victims: list[Victim] = field(default_factory=list)
     preempted: frozenset[int] = frozenset()
+    # Every queued job freed with all its choices and every running job a freed
+    # one could preempt decided: the model is the whole round's.
+    whole_round: bool = False
 
 
 def prices_nvlink(instance: Instance, position: int) -> bool:
@@ -150,7 +155,7 @@ def free_job(
     position: int,
     incumbent: Placement | None,
     nodes_per_job: int,
-    masks_per_node: int = 6,
+    masks_per_node: int = MASKS_PER_NODE,
     extra_nodes: tuple[int, ...] = (),
 ) -> FreeJob | None:
     """The choices of job ``position`` on ``timeline`` (None: no node could ever host it).
@@ -207,7 +212,7 @@ def free_job(
     if mode is Mode.GANG:
         item.node_size = timeline.topology(nodes[0]).size
     if shaped:
-        _nvlink_shapes(instance, timeline, item)
+        _nvlink_shapes(instance, timeline, item, masks_per_node)
     if mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
         for n in nodes:
             topo = timeline.topology(n)
@@ -262,7 +267,7 @@ def _relaxed_sets(topo: NodeTopology, free: int, size: int) -> list[int]:
     return [mask for _, mask in found[:RELAXED_SETS]]
 
 
-def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob) -> None:
+def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob, sets: int) -> None:
     """The NVLink shapes of a SPREAD job that prefers NVLink: one node, or whole nodes."""
     k = item.position
     job = instance.queue[k]
@@ -274,7 +279,7 @@ def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob) ->
         item.shape_nodes.append(n)
         topo = timeline.topology(n)
         if not topo.clique and timeline.free_count(n) >= job.gpu_count:
-            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpu_count, 6)
+            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpu_count, sets)
     groups: dict[tuple[int, str], list[int]] = {}
     for n in item.nodes:
         s = timeline.topology(n).size

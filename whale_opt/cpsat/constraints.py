@@ -50,6 +50,7 @@ class Constraints:
         self._nvlink_shapes()
         self._planned_after_release()
         self._node_capacity()
+        self._type_capacity()
         self._tenant_quotas()
         self._zone_preference()
         self._victims_gpus_free_only_when_preempted()
@@ -271,6 +272,44 @@ class Constraints:
                     int(rec.memory_gb * MEMORY_SCALE),
                     mem_use[n],
                 )
+
+    def _type_capacity(self) -> None:
+        """Redundant, implied by the per-node cumulatives: per GPU type, the GPUs the
+        freed jobs and kept victims use over time stay within the type's healthy GPUs
+        on the nodes they may use. It lets CP-SAT reason about the type's pooled
+        capacity (a stronger bound) instead of one node at a time."""
+        instance = self.hood.instance
+        timeline = self.hood.timeline
+        nodes_of: dict[str, set[int]] = defaultdict(set)
+        for item in self.hood.jobs:
+            for n in item.nodes:
+                nodes_of[instance.nodes[n].gpu_type].add(n)
+        for gpu_type, nodes in nodes_of.items():
+            uses: Uses = []
+            for item, v in self._pairs():
+                if gpu_type not in v.on_type:
+                    continue
+                job = instance.queue[item.position]
+                interval = self.model.new_optional_fixed_size_interval_var(
+                    v.start, item.durations[gpu_type], v.on_type[gpu_type], ""
+                )
+                uses.append((interval, job.gpu_count))
+            if len(uses) < 2:
+                continue  # one job: the per-node cumulatives say all there is
+            for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
+                held = sum(popcount(mask) for n, mask in victim.gpus.items() if n in nodes)
+                if held and not victim.forced:
+                    uses.append((next(iter(w.interval.values())), held))
+            fixed = Profile()
+            for n in nodes:
+                used = timeline.gpu_profile(n)
+                for k, t in enumerate(used.times):
+                    end = used.times[k + 1] if k + 1 < len(used.times) else self._far()
+                    level = min(used.levels[k], timeline.healthy_count(n))
+                    if level > 0:
+                        fixed.add(t, end, level)
+            capacity = sum(timeline.healthy_count(n) for n in nodes)
+            self._cumulative(fixed, 1, capacity, uses)
 
     def _cumulative(self, fixed: Profile, scale: int, capacity: int, uses: Uses) -> None:
         """A cumulative of ``uses`` on top of the fixed usage ``fixed`` (scaled, capped)."""

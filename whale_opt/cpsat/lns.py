@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
-from whale_opt.cpsat.cpmodel import HoodResult, freed_share, solve_neighbourhood
+from whale_opt.cpsat.cpmodel import (
+    MIN_BUDGET_S,
+    HoodResult,
+    NeighbourhoodModel,
+    freed_share,
+    solve_neighbourhood,
+)
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
@@ -55,10 +61,14 @@ class LnsStats:
     freed_victims: int = 0
     pricing_gap: float = -math.inf
     proven_gap: float = 0.0
+    exact_tried: int = 0
+    exact_proven: int = 0
+    exact_s: float = 0.0
 
-    def audit(self, hood: Neighbourhood, result: HoodResult) -> None:
+    def audit(self, hood: Neighbourhood, result: HoodResult) -> bool:
         """Compare the decoded neighbourhood's cost (the decision's objective) with the
-        model's; a decoded cost above it means the model mis-prices something."""
+        model's; a decoded cost above it means the model mis-prices something.
+        Returns whether the decoded cost is the model's (up to rounding)."""
         share = freed_share(hood, result.decided, result.preempted)
         gap = share - result.value
         self.pricing_gap = max(self.pricing_gap, gap)
@@ -66,6 +76,8 @@ class LnsStats:
             self.proven_gap = max(self.proven_gap, abs(gap))
         if gap > 1e-6 * max(1.0, abs(result.value)):
             log.warning("cpsat neighbourhood decoded at %g, model said %g", share, result.value)
+            return False
+        return True
 
     def as_dict(self) -> dict[str, float | int]:
         """The figures as ``lns_*`` numbers (``pricing_gap`` only once finite)."""
@@ -76,6 +88,9 @@ class LnsStats:
             "lns_freed_jobs": self.freed_jobs,
             "lns_freed_victims": self.freed_victims,
             "proven_gap": self.proven_gap,
+            "exact_tried": self.exact_tried,
+            "exact_proven": self.exact_proven,
+            "exact_s": self.exact_s,
         }
         if math.isfinite(self.pricing_gap):
             out["pricing_gap"] = self.pricing_gap
@@ -96,6 +111,65 @@ def _incumbent(
     return incumbent, preempted
 
 
+def _merge(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    preempted: frozenset[int],
+    hood: Neighbourhood,
+    result: HoodResult,
+) -> tuple[list[JobDecision], float]:
+    """The complete decision with the neighbourhood's solution in it, and its objective."""
+    kept = (preempted - {v.position for v in hood.victims}) | result.preempted
+    merged = complete(instance, {**incumbent, **result.decided}, kept)
+    return merged, objective(instance, merged)
+
+
+def exact_round(
+    instance: Instance,
+    jobs: list[JobDecision],
+    value: float,
+    deadline: float,
+    preset: Preset,
+    parameters: dict[str, Any],
+    seed: int,
+    stats: LnsStats,
+) -> tuple[list[JobDecision], float, bool]:
+    """Solve the whole round as one model until ``deadline`` (a :func:`time.perf_counter`
+    instant), from the complete decision ``jobs`` (of objective ``value``) as hint.
+
+    The model frees every queued job with all its choices (every eligible
+    node, every NVLink-connected GPU set to start on now) and decides every
+    running job a queued one may preempt. CP-SAT returns the moment it
+    proves the model optimal. Returns the better of the two decisions, its
+    objective, and whether the round is proven: CP-SAT proved the model
+    optimal, the model is the whole round's, and the decoded decision costs
+    what the model says.
+    """
+    stats.exact_tried = 1
+    incumbent, preempted = _incumbent(instance, jobs)
+    hood = make_neighbourhood(
+        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
+    )
+    if not hood.jobs:
+        return jobs, value, False
+    built = NeighbourhoodModel(hood)
+    budget = deadline - time.perf_counter()
+    if budget <= MIN_BUDGET_S:
+        return jobs, value, False
+    deterministic_s = preset.exact_deterministic_s if preset.deterministic else None
+    result = built.solve(parameters, budget, seed, deterministic_s)
+    if result is None:
+        return jobs, value, False
+    stats.exact_s = result.solve_s
+    priced = stats.audit(hood, result)
+    merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
+    proven = result.proved and hood.whole_round and priced
+    stats.exact_proven = int(proven)
+    if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
+        return merged, merged_value, proven
+    return jobs, value, proven and merged_value <= value + 1e-6 * max(1.0, value)
+
+
 def large_neighbourhood_search(
     instance: Instance,
     jobs: list[JobDecision],
@@ -105,14 +179,16 @@ def large_neighbourhood_search(
     preset: Preset,
     parameters: dict[str, Any],
     seed: int = 0,
-) -> tuple[list[JobDecision], float, LnsStats]:
+    stats: LnsStats | None = None,
+) -> tuple[list[JobDecision], float]:
     """Improve the complete decision ``jobs`` (of objective ``value``) until ``deadline`` (a
     :func:`time.perf_counter` instant), the ``bound`` is met or, with a
     deterministic preset, its ``lns_rounds`` are done.
 
-    Returns the best jobs found, their objective and what the search did.
+    Returns the best jobs found and their objective; what the search did goes
+    into ``stats``.
     """
-    stats = LnsStats()
+    stats = LnsStats() if stats is None else stats
     rng = random.Random(seed)
     topologies = node_topologies(instance)
     strategies: tuple[str, ...] = STRATEGIES
@@ -143,12 +219,10 @@ def large_neighbourhood_search(
             stats.optimal += 1
             size = min(len(instance.queue), size + GROW_BY)
         stats.audit(hood, result)
-        kept = (preempted - {v.position for v in hood.victims}) | result.preempted
-        merged = complete(instance, {**incumbent, **result.decided}, kept)
-        merged_value = objective(instance, merged)
+        merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
         if merged_value < value - 1e-9 * max(1.0, value):
             jobs, value = merged, merged_value
             stats.improvements += 1
         spent = time.perf_counter() - round_started - result.solve_s
         overhead = max(MIN_OVERHEAD_S, 0.5 * overhead, spent)
-    return jobs, value, stats
+    return jobs, value

@@ -20,10 +20,18 @@ round is never worse than ``wspt``. The objective is the decision's
 preemption prices; each decoded neighbourhood is re-priced by it and must
 cost what the model optimised (``pricing_gap`` in the decision's stats).
 
+A round of at most ``exact_jobs`` queued jobs (a preset setting, 64 by
+default) is first solved as one model (:func:`whale_opt.cpsat.lns.exact_round`):
+every queued job free with all its choices, every running job a queued one may
+preempt decided. The round returns the moment CP-SAT proves that model;
+otherwise its best solution is the incumbent of steps 2 and 3.
+
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
-watchdog stops a search that overshoots. The status is ``optimal`` when the
-objective meets the proven lower bound, ``feasible`` when the greedy was
-improved, ``greedy-fallback`` otherwise.
+watchdog stops a search that overshoots. The status is ``optimal`` when
+CP-SAT proved the round's model optimal, or the objective meets the
+analytic lower bound; ``feasible`` when the greedy was improved,
+``greedy-fallback`` otherwise. The reported bound is always the analytic
+one (:mod:`whale_opt.bounds`), valid for every decision.
 
 The policy keeps no state between or during rounds (what a round did goes
 into :attr:`whale_opt.decision.Decision.stats`): one policy object can decide
@@ -38,7 +46,7 @@ from typing import Any
 
 from whale_opt.bounds import reported_bound
 from whale_opt.check import check
-from whale_opt.cpsat.lns import LnsStats, large_neighbourhood_search
+from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import Decision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
@@ -91,7 +99,21 @@ class CpSatPolicy:
         lns = LnsStats()
         bound = reported_bound(instance, options.report_bound)
         preset = self.preset
-        if instance.queue and bound < value - 1e-9:
+        proven = False
+        if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
+            spare = deadline - time.perf_counter()
+            share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share
+            jobs, value, proven = exact_round(
+                instance,
+                jobs,
+                value,
+                time.perf_counter() + spare * share,
+                preset,
+                self.parameters,
+                options.seed,
+                lns,
+            )
+        if instance.queue and bound < value - 1e-9 and not proven:
             spare = deadline - time.perf_counter()
             stop = time.perf_counter() + spare * preset.search_share
             moves = None
@@ -102,12 +124,20 @@ class CpSatPolicy:
             if found_value < value:
                 jobs, value = found, found_value
             if bound < value - 1e-9:
-                jobs, value, lns = large_neighbourhood_search(
-                    instance, jobs, value, bound, deadline, preset, self.parameters, options.seed
+                jobs, value = large_neighbourhood_search(
+                    instance,
+                    jobs,
+                    value,
+                    bound,
+                    deadline,
+                    preset,
+                    self.parameters,
+                    options.seed,
+                    lns,
                 )
         stats.update(lns.as_dict())
         improved = value < greedy_value - 1e-9
-        if (value - bound) / max(value, 1.0) <= 1e-9:
+        if proven or (value - bound) / max(value, 1.0) <= 1e-9:
             status = Status.OPTIMAL
         elif improved:
             status = Status.FEASIBLE

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, free_job
-from whale_opt.cpsat.victims import choose_victims
+from whale_opt.cpsat.candidates import ALL_SETS, MASKS_PER_NODE, FreeJob, Neighbourhood, free_job
+from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
 from whale_opt.decision import JobDecision
 from whale_opt.placement.records import to_placement
 from whale_opt.placement.state import ClusterState
@@ -87,11 +87,23 @@ def make_neighbourhood(
     topologies: tuple[NodeTopology, ...],
     nodes_per_job: int,
     preempted: frozenset[int] = frozenset(),
+    *,
+    whole: bool = False,
 ) -> Neighbourhood:
     """Fix every job not in ``free`` on a timeline; list the freed jobs' choices and
     the running jobs they may displace (``preempted``: the incumbent's preemptions,
-    running positions)."""
-    victims, fixed = choose_victims(instance, incumbent, free, preempted, topologies)
+    running positions).
+
+    ``whole``: the whole round's model (``free`` is every queued job): every
+    eligible node, every NVLink-connected GPU set to start on, every running job
+    a freed one may preempt; :attr:`Neighbourhood.whole_round` says whether it
+    came out complete.
+    """
+    if whole:
+        nodes_per_job = len(instance.nodes)
+    victims, fixed, all_victims = choose_victims(
+        instance, incumbent, free, preempted, topologies, None if whole else MAX_NEW_VICTIMS
+    )
     gone = fixed | {victim.position for victim in victims}
     timeline = ClusterState(
         instance, topologies, preempted=frozenset(instance.running[r].id for r in gone)
@@ -124,8 +136,11 @@ def make_neighbourhood(
             position,
             to_placement(instance, position, incumbent[position]),
             nodes_per_job,
+            masks_per_node=ALL_SETS if whole else MASKS_PER_NODE,
             extra_nodes=extra,
         )
         if choice is not None:
             jobs.append(choice)
-    return Neighbourhood(instance, timeline, jobs, incumbent, needs_release, victims, fixed)
+    hood = Neighbourhood(instance, timeline, jobs, incumbent, needs_release, victims, fixed)
+    hood.whole_round = whole and all_victims and free == set(incumbent)
+    return hood

@@ -34,7 +34,11 @@ class Preset:
     counts and CP-SAT deterministic time, so reruns are identical
     (``search_moves``, ``lns_rounds``, ``lns_deterministic_s``);
     ``round_limit_s``: wall seconds one neighbourhood's CP-SAT call may take
-    at most.
+    at most. ``exact_jobs``: rounds of at most this many queued jobs are
+    first solved as one exact model (:func:`whale_opt.cpsat.lns.exact_round`),
+    given ``exact_share`` of the time left when the queue is larger than
+    ``hood_size`` (all of it otherwise; ``exact_deterministic_s`` of CP-SAT
+    deterministic time with a deterministic preset); 0 turns it off.
     """
 
     name: str
@@ -47,6 +51,9 @@ class Preset:
     lns_rounds: int = 20
     lns_deterministic_s: float = 0.2
     round_limit_s: float = 0.5
+    exact_jobs: int = 64
+    exact_share: float = 0.5
+    exact_deterministic_s: float = 2.0
 
 
 ROUND_KEYS = frozenset(f.name for f in fields(Preset)) - {"name", "parameters"}

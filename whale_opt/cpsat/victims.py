@@ -75,10 +75,14 @@ def choose_victims(
     free: set[int],
     preempted: frozenset[int],
     topologies: tuple[NodeTopology, ...],
-) -> tuple[list[Victim], frozenset[int]]:
-    """The running jobs the model decides, and the incumbent's preemptions it keeps fixed."""
+    max_new: int | None = MAX_NEW_VICTIMS,
+) -> tuple[list[Victim], frozenset[int], bool]:
+    """The running jobs the model decides, the incumbent's preemptions it keeps
+    fixed, and whether every running job a freed job could preempt is decided
+    (``max_new``: at most that many new victims, cheapest per GPU first; None:
+    all)."""
     if not instance.running or not instance.policy.allow_preemption:
-        return [], preempted
+        return [], preempted, True
     held = held_by_tenant(instance)
     ok = decidable(instance, topologies)
     users: dict[str, list[int]] = defaultdict(list)
@@ -119,16 +123,22 @@ def choose_victims(
             who = displacers(r, nodes)
             victims.append(Victim(r, nodes, victim.remaining_s, who, True, forced=True))
     cap = instance.policy.max_preemptions
+    complete = not any(victim.forced for victim in victims)
     if cap is None or cap > len(fixed):
         fresh = []
         for r, victim in enumerate(instance.running):
-            if r in preempted or r not in ok or not preemptible_now(instance, r):
+            if r in preempted or not preemptible_now(instance, r):
                 continue
             nodes = gpus_by_node(instance, r)
             who = displacers(r, nodes)
-            if who:
-                price = preemption_cost(instance, r) / len(victim.gpu_ids)
-                fresh.append((price, r, Victim(r, nodes, victim.remaining_s, who)))
+            if not who:
+                continue
+            if r not in ok:
+                complete = False  # the model could not keep it exactly
+                continue
+            price = preemption_cost(instance, r) / len(victim.gpu_ids)
+            fresh.append((price, r, Victim(r, nodes, victim.remaining_s, who)))
         fresh.sort(key=lambda entry: (entry[0], entry[1]))
-        victims += [entry[2] for entry in fresh[:MAX_NEW_VICTIMS]]
-    return victims, frozenset(fixed)
+        complete = complete and (max_new is None or len(fresh) <= max_new)
+        victims += [entry[2] for entry in fresh[:max_new]]
+    return victims, frozenset(fixed), complete
