@@ -16,7 +16,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
@@ -64,6 +64,7 @@ class LnsStats:
     exact_tried: int = 0
     exact_proven: int = 0
     exact_s: float = 0.0
+    improved_by: dict[str, int] = field(default_factory=dict)  # strategy -> improvements
 
     def audit(self, hood: Neighbourhood, result: HoodResult) -> bool:
         """Compare the decoded neighbourhood's cost (the decision's objective) with the
@@ -92,6 +93,7 @@ class LnsStats:
             "exact_proven": self.exact_proven,
             "exact_s": self.exact_s,
         }
+        out.update({f"lns_improved_{name}": count for name, count in self.improved_by.items()})
         if math.isfinite(self.pricing_gap):
             out["pricing_gap"] = self.pricing_gap
         return out
@@ -223,6 +225,7 @@ def large_neighbourhood_search(
         if merged_value < value - 1e-9 * max(1.0, value):
             jobs, value = merged, merged_value
             stats.improvements += 1
+            stats.improved_by[strategy] = stats.improved_by.get(strategy, 0) + 1
         spent = time.perf_counter() - round_started - result.solve_s
         overhead = max(MIN_OVERHEAD_S, 0.5 * overhead, spent)
     return jobs, value

@@ -2,7 +2,8 @@
 
 Strategies rotate (:data:`STRATEGIES`): the jobs starting first, a window
 of planned starts around a random one, the jobs of one GPU type, the
-heaviest waiting ones, and, when something may be preempted, ``rank``: the
+heaviest waiting ones, one of the heaviest delayed jobs with the jobs that
+block it (they start before it on nodes of its types, its rack first), and, when something may be preempted, ``rank``: the
 waiting jobs of the highest priority classes with the jobs starting now
 they compete with. :func:`make_neighbourhood` fixes every other job on a
 timeline, decides which running jobs the freed ones may displace
@@ -13,6 +14,7 @@ timeline, decides which running jobs the freed ones may displace
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from whale_opt.cpsat.candidates import ALL_SETS, MASKS_PER_NODE, FreeJob, Neighbourhood, free_job
 from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
@@ -23,7 +25,7 @@ from whale_opt.problem_data import Instance, class_rank
 from whale_opt.rules import waits_for_release
 from whale_opt.topology import NodeTopology
 
-STRATEGIES = ("now", "window", "type", "heavy")
+STRATEGIES = ("now", "window", "type", "heavy", "blockers")
 
 
 def choose_neighbourhood(
@@ -60,6 +62,8 @@ def choose_neighbourhood(
                 rng.random(),
             ),
         )
+    elif strategy == "blockers":
+        ranked = _blockers(instance, incumbent, rng, size, start)
     elif strategy == "rank":
         # Waiting jobs of the highest classes, and the jobs starting now they compete with.
         waiting = sorted(
@@ -78,6 +82,46 @@ def choose_neighbourhood(
             key=lambda k: -weights[k] * min(start(k), 1e12) * rng.random(),
         )
     return set(ranked[:size])
+
+
+def _nodes_of(instance: Instance, item: JobDecision) -> set[int]:
+    """The node positions a decided job uses (started: its GPUs; planned: its nodes)."""
+    if item.gpu_ids:
+        return {instance.parse_gpu(gpu).node for gpu in item.gpu_ids}
+    return {instance.node_index[node] for node in item.nodes}
+
+
+def _blockers(
+    instance: Instance,
+    incumbent: dict[int, JobDecision],
+    rng: random.Random,
+    size: int,
+    start: Callable[[int], float],
+) -> list[int]:
+    """One of the heaviest delayed jobs (weight x start), then the jobs that start
+    before it on nodes it could use, those of its incumbent rack first: freeing
+    them together lets the model move the blockers aside for it."""
+    weights = instance.weights
+    delayed = sorted(
+        (k for k in incumbent if 0 < start(k) < float("inf")),
+        key=lambda k: -weights[k] * start(k),
+    )
+    if not delayed:
+        return sorted(incumbent, key=lambda k: (start(k), rng.random()))
+    pivot = rng.choice(delayed[:3])
+    types = set(instance.eligible_types[pivot])
+    racks = {instance.nodes[n].rack for n in _nodes_of(instance, incumbent[pivot])}
+    blockers = []
+    for k, item in incumbent.items():
+        if k == pivot or not start(k) < start(pivot):
+            continue
+        nodes = _nodes_of(instance, item)
+        if any(instance.nodes[n].gpu_type in types for n in nodes):
+            same_rack = any(instance.nodes[n].rack in racks for n in nodes)
+            blockers.append((not same_rack, -start(k), rng.random(), k))
+    blockers.sort()
+    ranked = [pivot, *(k for *_, k in blockers)]
+    return list(dict.fromkeys([*ranked, *delayed]))[: max(size, 1)]
 
 
 def make_neighbourhood(
