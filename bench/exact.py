@@ -142,7 +142,7 @@ def main() -> None:
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"OR-Tools {ortools.__version__}. One run; every decision checked.",
         "",
-        "## Small rounds (cpsat, {:g} s limit)".format(args.limit),
+        f"## Small rounds (cpsat, {args.limit:g} s limit)",
         "",
         *small(args.seeds, args.limit),
         "",
