@@ -6,7 +6,8 @@ heaviest waiting ones, one of the heaviest delayed jobs with the jobs that
 block it (they start before it on nodes of its types, its rack first),
 and, when something may be preempted, ``rank``: the waiting jobs of the
 highest priority classes with the jobs starting now they compete with.
-:func:`make_neighbourhood` fixes every other job on a timeline, decides which running jobs the freed ones may displace
+:func:`make_neighbourhood` fixes every other job on a timeline, decides
+which running jobs the freed ones may displace
 (:mod:`whale_opt.cpsat.victims`) and lists each freed job's choices
 (:mod:`whale_opt.cpsat.candidates`).
 """
