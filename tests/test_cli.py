@@ -273,3 +273,20 @@ def test_schema_unknown_kind_is_a_usage_error() -> None:
     result = run("schema", "cluster")
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def test_validate_deeply_nested_json_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    result = run("validate", deep)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"{deep}: [0][0]" in result.output
+
+
+def test_solve_summary_counts_lost_jobs() -> None:
+    result = run("solve", DATA / "good-lost-jobs.json", "--solver", "wspt")
+    assert result.exit_code == 0, result.output
+    assert any(
+        line.startswith("start ") and "  lost " in line for line in result.stdout.splitlines()
+    )

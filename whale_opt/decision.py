@@ -15,6 +15,12 @@ where a deferred job ends at ``horizon_s`` + its shortest duration and
 factor x aging, :attr:`Instance.weights`). A preempted job is priced by the
 work it loses and its checkpoint/restore time; it goes back to the queue with
 its remaining work, where the next round prices its wait like any other.
+
+A lost job (running on hardware that failed, :attr:`Instance.lost`) costs
+nothing in the round that reports it: its loss happened before the round,
+and no decision can change it. Every decision reports it ``lost`` with what
+failed (:func:`lost_decisions`); the round API requeues it from its last
+checkpoint, where the next round prices its wait like a preempted job's.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class Action(enum.StrEnum):
     DEFERRED = "deferred"
     KEEP = "keep"
     PREEMPT = "preempt"
+    LOST = "lost"
 
 
 class Status(enum.StrEnum):
@@ -52,7 +59,8 @@ class JobDecision:
     """One job's action.
 
     ``gpus`` for ``start``; ``nodes`` and ``node_gpus`` (GPUs per node, same
-    order) for ``planned``; ``reason`` for ``deferred``; ``dropped`` the soft
+    order) for ``planned``; ``reason`` for ``deferred`` and ``lost`` (what
+    failed under a lost job); ``dropped`` the soft
     preferences its placement drops, as (preference, reason) pairs. Times are
     seconds from the instance's now.
     """
@@ -190,11 +198,19 @@ def with_dropped(instance: Instance, jobs: tuple[JobDecision, ...]) -> tuple[Job
     return tuple(out)
 
 
+def lost_decisions(instance: Instance) -> tuple[JobDecision, ...]:
+    """The ``lost`` item of every lost job of ``instance``, with what failed as
+    its reason ("node n3 is down", "GPU n3/5 failed")."""
+    return tuple(
+        JobDecision(job.id, Action.LOST, reason=instance.lost_reason(job)) for job in instance.lost
+    )
+
+
 def objective(instance: Instance, jobs: tuple[JobDecision, ...] | list[JobDecision]) -> float:
     """The decision@1 objective of ``jobs`` on ``instance`` (see module docstring).
 
     Queued jobs missing from ``jobs`` are priced as deferred, so a partial
-    decision is never cheaper than a complete one.
+    decision is never cheaper than a complete one. Lost jobs cost nothing.
     """
     by_id = {item.id: item for item in jobs}
     total = 0.0

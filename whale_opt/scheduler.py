@@ -19,6 +19,13 @@ its next attempt first spends ``checkpoint_s`` restoring: the restore is
 added to the queued job's durations. This is what the objective prices a
 preemption at (:func:`whale_opt.decision.preemption_cost`): the work since
 the last checkpoint plus ``checkpoint_s``.
+
+**Lost jobs.** A running job with a GPU on a node that went down or on a GPU
+that failed is lost. A caller may requeue it at once (:meth:`requeue`, with
+what :meth:`set_node_down` and :meth:`fail_gpu` return) or leave it: the next
+round's instance has it in :attr:`~whale_opt.problem_data.Instance.lost`, the
+decision reports it ``lost``, and :meth:`apply` requeues it from its last
+checkpoint as it requeues a preempted job.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from dataclasses import dataclass, replace
 from whale_opt.decision import Action, Decision
 from whale_opt.options import SolveOptions
 from whale_opt.policies import SchedulingPolicy
-from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
+from whale_opt.problem_data import (
+    GpuType,
+    Instance,
+    Node,
+    QueuedJob,
+    RunningJob,
+    hardware_failure,
+)
 from whale_opt.registry import get_policy
 from whale_opt.solve import SPLIT_ABOVE_GPUS, solve
 
@@ -63,10 +77,10 @@ class Scheduler:
     ----------
     cluster
         GPU types, nodes, tenants, priority classes and policy parameters;
-        its running jobs and queue (times relative to ``cluster.now``) become
-        the initial state.
+        its running jobs (lost ones too: the first round reports them) and
+        queue (times relative to ``cluster.now``) become the initial state.
     policy
-        A registry name (``"wspt"``, ``"cpsat"``, ...), decided as
+        A registry name (``"cpsat"``, the default, ``"wspt"``, ...), decided as
         :func:`whale_opt.solve.solve` decides (rounds on more than
         ``split_above_gpus`` GPUs split into pools), or any object with the
         :class:`~whale_opt.policies.SchedulingPolicy` shape, called as it is.
@@ -90,7 +104,7 @@ class Scheduler:
     def __init__(
         self,
         cluster: Instance,
-        policy: str | SchedulingPolicy = "wspt",
+        policy: str | SchedulingPolicy = "cpsat",
         *,
         options: SolveOptions | None = None,
         preset: str | None = None,
@@ -121,7 +135,7 @@ class Scheduler:
         now = cluster.now
         for job in cluster.queue:
             self.submit(replace(job, submitted_at=now + job.submitted_at))
-        for held in cluster.running:
+        for held in (*cluster.running, *cluster.lost):
             self._adopt(held, now)
 
     def _adopt(self, held: RunningJob, now: int) -> None:
@@ -270,8 +284,9 @@ class Scheduler:
     # -- what now ----------------------------------------------------------------
 
     def snapshot(self, now: int) -> Instance:
-        """This round's instance: everything relative to ``now``."""
-        running = tuple(
+        """This round's instance: everything relative to ``now``; running jobs with
+        a GPU on failed hardware, not requeued yet, are its lost jobs."""
+        held_now = tuple(
             RunningJob(
                 id=held.job.id,
                 gpu_ids=held.gpus,
@@ -290,6 +305,7 @@ class Scheduler:
             )
             for job_id, held in self.running.items()
         )
+        lost = tuple(job for job in held_now if hardware_failure(self.nodes, job.gpu_ids))
         queue = tuple(
             replace(job, submitted_at=job.submitted_at - now) for job in self.queue.values()
         )
@@ -297,12 +313,13 @@ class Scheduler:
             name=f"{self.template.name}@{now}",
             gpu_types=self.template.gpu_types,
             nodes=tuple(self.nodes.values()),
-            running=running,
+            running=tuple(job for job in held_now if job not in lost),
             queue=queue,
             tenants=self.template.tenants,
             policy=self.template.policy,
             now=now,
             priority_classes=self.template.priority_classes,
+            lost=lost,
         )
 
     def propose(self, now: int, instance: Instance | None = None) -> Decision:
@@ -324,7 +341,8 @@ class Scheduler:
         )
 
     def decide(self, now: int) -> Decision:
-        """Run the policy on the current state; apply its starts and preemptions."""
+        """Run the policy on the current state; apply its starts, preemptions and
+        lost jobs."""
         decision = self.propose(now)
         self.apply(decision, now)
         return decision
@@ -332,15 +350,17 @@ class Scheduler:
     def apply(
         self, decision: Decision, now: int, remaining: Mapping[str, float] | None = None
     ) -> None:
-        """Requeue the decision's preempted jobs, then move its started jobs to running.
+        """Requeue the decision's preempted and lost jobs, then move its started
+        jobs to running.
 
-        A preempted job goes back with ``remaining[job_id]`` of its attempt's
-        work when the caller knows it, else with the work left at its last
-        checkpoint; its restart pays its restore time.
+        A preempted or lost job goes back with ``remaining[job_id]`` of its
+        attempt's work when the caller knows it, else with the work left at its
+        last checkpoint; its restart pays its restore time.
         """
         remaining = remaining or {}
-        for item in decision.by_action(Action.PREEMPT):
-            self.requeue(item.id, remaining.get(item.id), now)
+        for item in decision.jobs:
+            if item.action in (Action.PREEMPT, Action.LOST):
+                self.requeue(item.id, remaining.get(item.id), now)
         for item in decision.by_action(Action.START):
             job = self.queue.pop(item.id)
             restore = self.restore_due.pop(item.id, 0)

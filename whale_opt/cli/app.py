@@ -77,7 +77,7 @@ def validate(files: tuple[Path, ...]) -> None:
 def _kind(path: Path) -> str:
     try:
         raw = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return "instance"  # read_instance reports the precise problem
     fmt = raw.get("format", "") if isinstance(raw, dict) else ""
     return (
@@ -156,6 +156,7 @@ def render_table(instance: Instance, decision: Decision) -> str:
     lines.append(
         f"start {counts[Action.START]}  planned {counts[Action.PLANNED]}  deferred "
         f"{counts[Action.DEFERRED]}  keep {counts[Action.KEEP]}  preempt {counts[Action.PREEMPT]}"
+        + (f"  lost {counts[Action.LOST]}" if counts[Action.LOST] else "")
     )
     lines.append(
         f"objective {decision.objective:.6g}  bound {decision.bound:.6g}  gap "

@@ -3,13 +3,23 @@
 :class:`InputError` names the file, the JSON path and the bad value; schema
 errors are described in words here, and record errors (FieldError) become
 InputErrors through :func:`_build`. :func:`write_json` writes atomically.
+
+:func:`load_json` reads strict JSON: what the standard reader silently
+accepts or cannot survive is an InputError too, naming the JSON path and the
+value: a key given twice in one object (JSON leaves it undefined; Python
+keeps the last), an integer outside the signed 64-bit range (the solvers'
+integers are 64-bit), a number that is not finite (``NaN``, ``Infinity``,
+``1e999``), and nesting deeper than :data:`MAX_DEPTH` levels (found before
+parsing, so the reader's recursion never runs out).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -26,6 +36,9 @@ DECISION_FORMAT = "whale-opt/decision@1"
 SCHEMAS = {"instance": "instance.schema.json", "decision": "decision.schema.json"}
 
 T = TypeVar("T")
+MAX_DEPTH = 64
+"""Objects and arrays nest at most this deep in a file (ours need 5)."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class InputError(ValueError):
@@ -155,8 +168,16 @@ def load_json(path: str | Path) -> Any:
         ) from exc
     if not text.strip():
         raise InputError(source, "(file)", f"is empty: no JSON value (got {len(data)} bytes)")
+    _check_depth(source, text)
+    hooks = _StrictHooks()
     try:
-        return json.loads(text)
+        value = json.loads(
+            text,
+            object_pairs_hook=hooks.object,
+            parse_int=hooks.integer,
+            parse_float=hooks.floating,
+            parse_constant=hooks.constant,
+        )
     except json.JSONDecodeError as exc:
         found = text[exc.pos : exc.pos + 20].split("\n")[0]
         got = _show(found) if found else "end of file" if exc.pos >= len(text) else "end of line"
@@ -165,6 +186,154 @@ def load_json(path: str | Path) -> Any:
             f"line {exc.lineno} column {exc.colno}",
             f"malformed JSON: {exc.msg} (got {got})",
         ) from exc
+    except RecursionError as exc:  # not reached after _too_deep; never a traceback
+        raise InputError(source, "(file)", "nested too deep to read") from exc
+    if hooks.refused:
+        at, refused = _first_refused(value)
+        raise InputError(source, _json_path(at), refused.message)
+    return value
+
+
+def _check_depth(source: str, text: str) -> None:
+    """An InputError, naming where, when ``text`` nests deeper than :data:`MAX_DEPTH`."""
+    deep = _too_deep(text)
+    if deep is None:
+        return
+    parts, offset = deep
+    if None in parts:  # an object without a key: malformed there, so a place, not a path
+        line = text.count("\n", 0, offset) + 1
+        column = offset - text.rfind("\n", 0, offset)
+        where = f"line {line} column {column}"
+    else:
+        where = _json_path(parts)
+    got = _show(text[offset : offset + 20])
+    raise InputError(source, where, f"nested deeper than {MAX_DEPTH} levels (got {got})")
+
+
+class _Refused:
+    """Stands in the parsed JSON for a value :func:`load_json` refuses."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return "(refused)"
+
+
+def _digits(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]}, {len(text)} characters"
+
+
+class _StrictHooks:
+    """The parser's hooks: each refused value becomes a :class:`_Refused`, found
+    with its path after parsing (a hook cannot know where it is)."""
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def _refuse(self, message: str) -> _Refused:
+        self.refused = True
+        return _Refused(message)
+
+    def object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key not in out:
+                out[key] = value
+            elif not isinstance(out[key], _Refused):  # else already refused: the first says
+                first = out[key]
+                out[key] = self._refuse(
+                    f"duplicate key: given more than once in one object"
+                    f" (got {_show(first, 30)}, then {_show(value, 30)})"
+                )
+        return out
+
+    def integer(self, text: str) -> int | _Refused:
+        # More than 19 digits is out of range: no need to convert (Python refuses
+        # to convert over 4,300 digits at all).
+        if len(text.lstrip("-")) <= 19 and INT64_MIN <= (value := int(text)) <= INT64_MAX:
+            return value
+        return self._refuse(
+            f"integer out of the 64-bit range {INT64_MIN}..{INT64_MAX} (got {_digits(text)})"
+        )
+
+    def floating(self, text: str) -> float | _Refused:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        return self._refuse(f"number too large for a 64-bit float (got {_digits(text)})")
+
+    def constant(self, text: str) -> _Refused:
+        return self._refuse(f"is not a JSON number: NaN and Infinity are not JSON (got {text})")
+
+
+def _first_refused(value: Any) -> tuple[list[str | int], _Refused]:
+    """The first refused value in document order, with its JSON path parts."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        node, parts = stack.pop()
+        if isinstance(node, _Refused):
+            return parts, node
+        if isinstance(node, dict):
+            stack.extend((item, [*parts, key]) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((item, [*parts, k]) for k, item in reversed(list(enumerate(node))))
+    raise AssertionError("a hook refused a value the parsed JSON does not hold")
+
+
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_TOKENS = re.compile(_STRING + r"|[\[\]{},:]", re.DOTALL)
+
+
+def _key(token: str) -> str:
+    try:
+        key: str = json.loads(token)
+    except ValueError:  # a bad escape: the parser reports it, if it gets that far
+        return token[1:-1]
+    return key
+
+
+def _too_deep(text: str) -> tuple[list[str | int | None], int] | None:
+    """Where ``text`` first nests deeper than :data:`MAX_DEPTH`: the JSON path
+    parts of that value (None for an object's key where the text has none: it
+    is malformed there) and its offset; None when it never nests that deep.
+
+    A scan of the brackets outside strings decides; only a file that is too
+    deep is scanned again, token by token, for the path.
+    """
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            break
+    else:
+        return None
+    # Each open container: [index in an array | key in an object, expecting a key].
+    frames: list[list[Any]] = []
+    for token in _TOKENS.finditer(text):
+        mark = token.group()
+        if mark in ("[", "{"):
+            if len(frames) == MAX_DEPTH:
+                return [frame[0] for frame in frames], token.start()
+            frames.append([0, False] if mark == "[" else [None, True])
+        elif mark in ("]", "}"):
+            if frames:
+                frames.pop()
+        elif not frames:
+            continue
+        elif mark == ",":
+            top = frames[-1]
+            if isinstance(top[0], int):
+                top[0] += 1
+            else:
+                top[1] = True
+        elif mark == ":":
+            frames[-1][1] = False
+        elif frames[-1][1]:  # a key
+            frames[-1][0] = _key(mark)
+    return [], 0
 
 
 def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:

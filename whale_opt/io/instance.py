@@ -1,10 +1,17 @@
 """instance@1 JSON: an :class:`~whale_opt.problem_data.Instance` and its run
 settings read from and written to files, queue items read on their own.
+
+The file's one ``running`` list holds the jobs that were running when the
+round began, lost ones too: a job with a GPU on a ``down`` node or in its
+node's ``failed_gpus`` is read into :attr:`Instance.lost`, the others into
+:attr:`Instance.running`, and both are written back into ``running``. Errors
+name a job by its place in the file's list.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +29,7 @@ from whale_opt.options import RUN_SETTINGS, SolveOptions
 from whale_opt.problem_data import (
     DEFAULT_CLASS,
     DEFAULT_PRIORITY_CLASSES,
+    FieldError,
     GpuType,
     Instance,
     Node,
@@ -30,6 +38,7 @@ from whale_opt.problem_data import (
     QueuedJob,
     RunningJob,
     Tenant,
+    hardware_failure,
 )
 
 
@@ -42,10 +51,13 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         for name, spec in raw["gpu_types"].items()
     }
     nodes = tuple(_build(source, f"nodes[{k}]", _node, spec) for k, spec in enumerate(raw["nodes"]))
-    running = tuple(
+    running = [
         _build(source, f"running[{k}]", _running, spec)
         for k, spec in enumerate(raw.get("running", []))
-    )
+    ]
+    by_id = {node.id: node for node in nodes}
+    failed = {k for k, job in enumerate(running) if hardware_failure(by_id, job.gpu_ids)}
+    where = {"running": [k for k in range(len(running)) if k not in failed], "lost": sorted(failed)}
     queue = tuple(
         _build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(raw.get("queue", []))
     )
@@ -61,17 +73,37 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
     return _build(
         source,
         "",
-        Instance,
+        _in_file_order,
+        where,
         name=raw["name"],
         gpu_types=gpu_types,
         nodes=nodes,
-        running=running,
+        running=tuple(running[k] for k in where["running"]),
+        lost=tuple(running[k] for k in where["lost"]),
         queue=queue,
         tenants=tenants,
         policy=policy,
         now=raw.get("now", 0),
         priority_classes=classes,
     )
+
+
+_LISTED = re.compile(r"^(running|lost)\[(\d+)\]")
+
+
+def _in_file_order(where: Mapping[str, list[int]], **fields: Any) -> Instance:
+    """The :class:`Instance` of ``fields``; an error about ``running[k]`` or
+    ``lost[k]`` names the job's place in the file's ``running`` list instead
+    (``where``: each list's positions there)."""
+    try:
+        return Instance(**fields)
+    except FieldError as exc:
+        found = _LISTED.match(exc.path)
+        if found is None:
+            raise
+        place = where[found[1]][int(found[2])]
+        path = f"running[{place}]{exc.path[found.end() :]}"
+        raise FieldError(path, exc.value, exc.message) from exc
 
 
 def _problem_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,7 +191,7 @@ def instance_to_dict(instance: Instance, options: SolveOptions | None = None) ->
             for t in instance.gpu_types.values()
         },
         "nodes": [_node_dict(node) for node in instance.nodes],
-        "running": [_running_dict(job) for job in instance.running],
+        "running": [_running_dict(job) for job in (*instance.running, *instance.lost)],
         "queue": [_queued_dict(job) for job in instance.queue],
         "tenants": {
             t.name: {

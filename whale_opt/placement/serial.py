@@ -10,7 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective, with_dropped
+from whale_opt.decision import (
+    Action,
+    Decision,
+    JobDecision,
+    Status,
+    lost_decisions,
+    objective,
+    with_dropped,
+)
 from whale_opt.placement.reasons import deferral_reason
 from whale_opt.placement.records import to_job_decision
 from whale_opt.placement.search import PlacementSearch
@@ -90,8 +98,20 @@ def assemble(
     started: float,
 ) -> Decision:
     """A :class:`Decision` with its objective recomputed, dropped preferences
-    named with their reasons, and the wall time since ``started``."""
-    final = with_dropped(instance, tuple(jobs))
+    named with their reasons, one ``lost`` item per lost job, and the wall
+    time since ``started``.
+
+    Every solver and policy ends here, so this is the one place lost jobs
+    (:attr:`Instance.lost`: running when their hardware failed) enter a
+    decision: ``lost``, with what failed as the reason. Items ``jobs``
+    already has for them are replaced, so a decision assembled again from
+    another's jobs (a queue's head, a split round) reports each once. A lost
+    job costs nothing in this round's objective: its loss happened before the
+    round, and no decision can change it.
+    """
+    lost = {job.id for job in instance.lost}
+    kept = tuple(item for item in jobs if item.id not in lost)
+    final = with_dropped(instance, kept + lost_decisions(instance))
     return Decision(
         instance=instance.name,
         solver=solver,

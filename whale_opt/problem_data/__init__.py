@@ -16,6 +16,7 @@ from whale_opt.problem_data.fields import FieldError as FieldError
 from whale_opt.problem_data.instance import OVERDUE_LIFT as OVERDUE_LIFT
 from whale_opt.problem_data.instance import Instance as Instance
 from whale_opt.problem_data.instance import class_rank as class_rank
+from whale_opt.problem_data.instance import hardware_failure as hardware_failure
 from whale_opt.problem_data.instance import tenant_guarantee as tenant_guarantee
 from whale_opt.problem_data.instance import tenant_quota as tenant_quota
 from whale_opt.problem_data.instance import waited_s as waited_s

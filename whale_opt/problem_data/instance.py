@@ -7,7 +7,7 @@ guarantee, a job's wait and class rank).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -52,6 +52,13 @@ class Instance:
     objective CP-SAT minimises ranks it first as the order rule does. The
     decision's objective and bound are computed with these weights too, so
     an overdue job weighs more there than its aged weight.
+
+    ``lost``: jobs that were running when their hardware failed (a GPU on a
+    ``down`` node or in its node's ``failed_gpus``). They are not in
+    ``running``, so nothing in the engine sees them: their GPUs on healthy
+    hardware are free, and every decision reports each of them ``lost``
+    (:func:`whale_opt.decision.lost_decisions`). The file format keeps one
+    ``running`` list; the reader splits it (:mod:`whale_opt.io.instance`).
     """
 
     name: str
@@ -63,6 +70,7 @@ class Instance:
     policy: Policy = field(default_factory=Policy)
     now: int = 0
     priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
+    lost: tuple[RunningJob, ...] = ()
     # Derived maps, filled in __post_init__.
     node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
@@ -96,7 +104,9 @@ class Instance:
             )
             node_index[node.id] = k
         object.__setattr__(self, "node_index", MappingProxyType(node_index))
-        object.__setattr__(self, "gpu_owner", MappingProxyType(self._check_running()))
+        owner = self._check_running()
+        self._check_lost(dict(owner))
+        object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
         object.__setattr__(
             self, "running_index", MappingProxyType({j.id: k for k, j in enumerate(self.running)})
         )
@@ -170,15 +180,35 @@ class Instance:
                     not node.down and ref.index not in node.failed_gpus,
                     path,
                     gpu,
-                    "is on failed hardware: report the job as lost, not running",
+                    "is on failed hardware: the job is lost (Instance.lost), not running",
                 )
                 _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
                 owner[gpu] = job.id
             self._check_class(f"running[{k}].priority_class", job.priority_class)
         return owner
 
-    def _check_queue(self) -> None:
+    def _check_lost(self, owner: dict[str, str]) -> None:
+        """Lost jobs: unique ids, GPUs that exist and no other job holds, and at
+        least one of them on failed hardware (else the job is running, not lost)."""
         seen = {job.id for job in self.running}
+        for k, job in enumerate(self.lost):
+            _require(job.id not in seen, f"lost[{k}].id", job.id, "duplicate job id")
+            seen.add(job.id)
+            for g, gpu in enumerate(job.gpu_ids):
+                path = f"lost[{k}].gpus[{g}]"
+                self.parse_gpu(gpu, path)
+                _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
+                owner[gpu] = job.id
+            _require(
+                self.lost_reason(job) is not None,
+                f"lost[{k}].gpus",
+                list(job.gpu_ids),
+                "are all on healthy hardware: the job is running, not lost",
+            )
+            self._check_class(f"lost[{k}].priority_class", job.priority_class)
+
+    def _check_queue(self) -> None:
+        seen = {job.id for job in (*self.running, *self.lost)}
         eligible: list[tuple[str, ...]] = []
         durations: list[Mapping[str, int]] = []
         for k, job in enumerate(self.queue):
@@ -243,6 +273,11 @@ class Instance:
         )
         return GpuRef(node_pos, index)
 
+    def lost_reason(self, job: RunningJob) -> str | None:
+        """Why ``job`` is lost ("node n3 is down", "GPU n3/5 failed"; several
+        joined by "; "), None when all its GPUs are healthy."""
+        return hardware_failure({node.id: node for node in self.nodes}, job.gpu_ids)
+
     def queue_position(self, job_id: str) -> int:
         """Position of a queued job in ``queue`` (KeyError when it is not queued)."""
         return self.queue_index[job_id]
@@ -278,6 +313,25 @@ class Instance:
     def replace(self, **changes: Any) -> Instance:
         """A copy with ``changes`` applied, validated again."""
         return replace(self, **changes)
+
+
+def hardware_failure(nodes: Mapping[str, Node], gpu_ids: Iterable[str]) -> str | None:
+    """What failed under ``gpu_ids`` (GPU ids on ``nodes``, by node id): "node n3
+    is down", "GPU n3/5 failed", several joined by "; "; None when nothing did.
+
+    GPU ids that name no GPU count as healthy here: validation reports them.
+    """
+    reasons: dict[str, None] = {}
+    for gpu in gpu_ids:
+        node_id, sep, index = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
+        node = nodes.get(node_id)
+        if node is None or not sep or not index.isdigit():
+            continue
+        if node.down:
+            reasons.setdefault(f"node {node_id} is down", None)
+        elif int(index) in node.failed_gpus:
+            reasons.setdefault(f"GPU {gpu} failed", None)
+    return "; ".join(reasons) or None
 
 
 def tenant_quota(instance: Instance, tenant: str) -> int | None:

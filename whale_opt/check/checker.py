@@ -7,6 +7,11 @@ solver, so it can judge any of them, ours or a user's.
 
 Rules beyond FORMAT.md's wording, kept in one place here:
 
+- every job once, with an action that fits it; a lost job (running when its
+  hardware failed) is reported ``lost`` and nothing else, and only a lost job
+  is (:mod:`whale_opt.check.coverage`). A lost job holds no GPU: its healthy
+  ones are free for a start, its failed ones are failed for everyone;
+
 - a job's GPUs are all of one GPU type;
 - ``planned`` jobs are checked by GPU *count* per node over time (no GPU
   ids are reserved for the future), with CPU, host memory and quotas;
@@ -24,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from whale_opt.check.coverage import coverage
 from whale_opt.decision import (
     Action,
     Decision,
@@ -102,27 +108,10 @@ class _Checker:
         return self.violations
 
     def _coverage(self) -> dict[str, JobDecision]:
-        """Every job once, with an action that fits its kind."""
-        queued = {job.id for job in self.instance.queue}
-        running = {job.id for job in self.instance.running}
-        items: dict[str, JobDecision] = {}
-        for item in self.decision.jobs:
-            if item.id in items:
-                self.flag(item.id, "duplicate", "appears more than once in the decision")
-                continue
-            items[item.id] = item
-            if item.id in queued and item.action not in (
-                Action.START,
-                Action.PLANNED,
-                Action.DEFERRED,
-            ):
-                self.flag(item.id, "action", f"queued job cannot be '{item.action}'")
-            elif item.id in running and item.action not in (Action.KEEP, Action.PREEMPT):
-                self.flag(item.id, "action", f"running job cannot be '{item.action}'")
-            elif item.id not in queued and item.id not in running:
-                self.flag(item.id, "unknown-job", "is neither queued nor running")
-        for job_id in sorted((queued | running) - set(items)):
-            self.flag(job_id, "missing", "has no decision")
+        """Every job once, with an action that fits its kind (:mod:`.coverage`)."""
+        items, problems = coverage(self.instance, self.decision.jobs)
+        for job_id, kind, message in problems:
+            self.flag(job_id, kind, message)
         return items
 
     def _running(self, items: dict[str, JobDecision]) -> None:

@@ -1,0 +1,175 @@
+"""No traceback on any input: what the standard JSON reader silently accepts or
+cannot survive is a bad file, named with its JSON path and value, exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from whale_opt.cli import main
+from whale_opt.io import InputError, load_json, read_decision, read_instance
+from whale_opt.io.files import INT64_MAX, INT64_MIN, MAX_DEPTH
+
+DATA = Path(__file__).resolve().parent / "data"
+GOOD = (DATA / "good-one-job.json").read_text("utf-8")
+
+
+def _write(tmp_path: Path, text: str, name: str = "bad.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _nested(depth: int) -> str:
+    """good-one-job.json with its queued job's ``gpu_types`` nested ``depth`` deep."""
+    return GOOD.replace(
+        '"duration_s": 3600', '"duration_s": 3600, "gpu_types": ' + "[" * depth + "]" * depth
+    )
+
+
+# Each bad text: the JSON path and the text the message must hold.
+CASES = {
+    "duplicate key": (
+        GOOD.replace('"remaining_s": 600', '"remaining_s": 600, "remaining_s": 60'),
+        "running[0].remaining_s",
+        "duplicate key: given more than once in one object (got 600, then 60)",
+    ),
+    "duplicate key in a nested object": (
+        GOOD.replace('{"memory_gb": 80}', '{"memory_gb": 80, "memory_gb": 80}'),
+        "gpu_types.A100-80G.memory_gb",
+        "(got 80, then 80)",
+    ),
+    "integer beyond 64 bits": (
+        GOOD.replace('"duration_s": 3600', '"duration_s": 9223372036854775808'),
+        "queue[0].duration_s",
+        f"integer out of the 64-bit range {INT64_MIN}..{INT64_MAX} (got 9223372036854775808)",
+    ),
+    "integer of 5,000 digits": (
+        GOOD.replace('"remaining_s": 600', '"remaining_s": -' + "7" * 5000),
+        "running[0].remaining_s",
+        "(got -77777777777777777...777777777777777777, 5001 characters)",
+    ),
+    "NaN": (
+        GOOD.replace('"remaining_s": 600', '"remaining_s": 600, "cpu": NaN'),
+        "running[0].cpu",
+        "NaN and Infinity are not JSON (got NaN)",
+    ),
+    "-Infinity": (
+        GOOD.replace('"gpus": 2,', '"gpus": 2, "weight": -Infinity,'),
+        "queue[0].weight",
+        "(got -Infinity)",
+    ),
+    "float overflow": (
+        GOOD.replace('{"memory_gb": 80}', '{"memory_gb": 1e400}'),
+        "gpu_types.A100-80G.memory_gb",
+        "number too large for a 64-bit float (got 1e400)",
+    ),
+    "nesting just too deep": (
+        _nested(MAX_DEPTH),
+        "queue[0].gpu_types" + "[0]" * (MAX_DEPTH - 3),
+        f"nested deeper than {MAX_DEPTH} levels",
+    ),
+    "nesting past the recursion limit": (
+        "[" * 100_000 + "]" * 100_000,
+        "[0]" * MAX_DEPTH,
+        f'nested deeper than {MAX_DEPTH} levels (got "[[[[[[[[[[[[[[[[[[[[")',
+    ),
+    "an unclosed flood of brackets": (
+        '{\n "a": "[[[{{",\n "b": ' + "{" * 200_000,
+        "line 3 column 70",  # its objects have no keys: no path, a place
+        f"nested deeper than {MAX_DEPTH} levels",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_the_reader_refuses_it_naming_file_path_and_value(tmp_path: Path, case: str) -> None:
+    text, path, message = CASES[case]
+    source = _write(tmp_path, text)
+    with pytest.raises(InputError) as caught:
+        load_json(source)
+    error = caught.value
+    assert (error.source, error.path) == (str(source), path)
+    assert message in error.message, str(error)
+    assert "\n" not in str(error)
+
+
+def test_a_deep_key_path_decodes_escapes(tmp_path: Path) -> None:
+    text = '{"q\\u0041": ' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}"
+    with pytest.raises(InputError) as caught:
+        load_json(_write(tmp_path, text))
+    assert caught.value.path.startswith("qA[0][0]")
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path: Path) -> None:
+    deep_looking = "[" * 500 + '\\"{' * 100
+    text = json.dumps({"name": deep_looking, "list": [[[[1]]]]})
+    assert load_json(_write(tmp_path, text)) == {"name": deep_looking, "list": [[[[1]]]]}
+
+
+def test_what_stays_valid_reads_as_before(tmp_path: Path) -> None:
+    text = json.dumps(
+        {
+            "max": INT64_MAX,
+            "min": INT64_MIN,
+            "big": 1.5e300,
+            "tiny": 1e-400,  # underflows to 0.0: finite, so fine
+            "deep": _deep(MAX_DEPTH - 1),
+            "same keys, different objects": [{"a": 1}, {"a": 2}],
+        }
+    )
+    loaded = load_json(_write(tmp_path, text))
+    assert loaded == json.loads(text)
+    assert isinstance(loaded["max"], int) and loaded["tiny"] == 0.0
+
+
+def _deep(depth: int) -> object:
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_instance_and_decision_readers_refuse_them_too(tmp_path: Path) -> None:
+    text = GOOD.replace('"remaining_s": 600', '"remaining_s": 600, "remaining_s": 60')
+    with pytest.raises(InputError, match=r"running\[0\]\.remaining_s: duplicate key"):
+        read_instance(_write(tmp_path, text))
+    decision = (
+        (DATA / "good-decision.json").read_text("utf-8").replace('"gap"', '"objective": 1, "gap"')
+    )
+    with pytest.raises(InputError, match=r": objective: duplicate key"):
+        read_decision(_write(tmp_path, decision, "decision.json"))
+
+
+# -- the command line ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_solve_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, case: str) -> None:
+    text, path, message = CASES[case]
+    source = _write(tmp_path, text)
+    output = tmp_path / "out.json"
+    result = CliRunner().invoke(main, ["solve", str(source), "-o", str(output)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)  # not an uncaught exception
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {source}: {path}: "), line
+    assert message in line
+    assert "Traceback" not in result.output
+    assert not output.exists()
+    assert list(tmp_path.iterdir()) == [source]
+
+
+def test_check_exits_2_on_a_bad_decision(tmp_path: Path) -> None:
+    decision = (
+        (DATA / "good-decision.json").read_text("utf-8").replace('"bound": 3600', '"bound": NaN')
+    )
+    source = _write(tmp_path, decision)
+    result = CliRunner().invoke(main, ["check", str(DATA / "good-one-job.json"), str(source)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"error: {source}: bound: is not a JSON number: NaN and Infinity are not JSON (got NaN)"
+    ]
