@@ -72,7 +72,7 @@ def build_scheduler(template: dict[str, Any], settings: dict[str, Any]) -> Sched
 
 def encode(scheduler: Scheduler) -> dict[str, Any]:
     """The JSON form of ``scheduler``'s whole state."""
-    template = scheduler.template.replace(queue=(), running=())
+    template = scheduler.template.replace(queue=(), running=(), lost=())
     return {
         "version": SNAPSHOT_VERSION,
         "template": instance_to_dict(template),

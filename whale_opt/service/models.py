@@ -119,7 +119,7 @@ class ClusterCreate(Strict):
 
     name: str = Field(pattern=CLUSTER_NAME)
     instance: InstanceBody
-    policy: str = Field(default="wspt", description="Solver or policy of every round.")
+    policy: str = Field(default="cpsat", description="Solver or policy of every round.")
     preset: str | None = Field(default=None, description="CP-SAT parameter preset.")
     checkpoint_interval_s: int | None = Field(default=None, ge=1, le=2**31)
     checkpoint_s: Seconds = 0

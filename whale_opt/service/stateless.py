@@ -41,7 +41,7 @@ async def run(request: Request, fn: Any, *args: Any) -> Any:
 async def solve_endpoint(
     request: Request,
     instance: Annotated[InstanceBody, Body()],
-    solver: Annotated[str, Query(max_length=64, description="Policy or solver name.")] = "wspt",
+    solver: Annotated[str, Query(max_length=64, description="Policy or solver name.")] = "cpsat",
     time_limit_s: Annotated[
         float | None, Query(gt=0, le=3600, description="Capped by the server.")
     ] = None,
