@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("service", "slurm", "gym", "pack", "sim", "explain", "convert"),
     ("scheduler",),
     ("solve",),
-    ("decompose", "budget", "registry"),
+    ("decompose", "budget", "registry", "executors"),
     ("cpsat", "policies"),
     ("bounds",),
     ("placement",),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from concurrent.futures import Executor
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -15,6 +16,7 @@ import click
 from whale_opt.check import check
 from whale_opt.cpsat.presets import preset_names
 from whale_opt.decision import Action, Decision
+from whale_opt.executors import EXECUTORS, make_executor
 from whale_opt.io import (
     InputError,
     decision_to_dict,
@@ -85,6 +87,17 @@ def _kind(path: Path) -> str:
     )
 
 
+def _executor(kind: str, address: str) -> Executor | None:
+    """The executor ``--executor`` names; exit 2 when Ray is missing or unreachable."""
+    try:
+        return make_executor(kind, address)
+    except ImportError:
+        _fail(Path(kind), "Ray is not installed: pip install 'whale-opt[ray]'")
+    except ConnectionError as exc:
+        _fail(Path(address), f"cannot reach the Ray cluster: {exc}")
+    return None
+
+
 @main.command(name="solve")
 @click.argument("instance_file", type=click.Path(path_type=Path))
 @click.option(
@@ -102,6 +115,19 @@ def _kind(path: Path) -> str:
 @click.option("--time-limit", type=float, default=None, help="Seconds; overrides the instance.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write decision@1 here.")
 @click.option("--json", "as_json", is_flag=True, help="Print decision@1 JSON, not a table.")
+@click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
+    help="Where the pools of a split round are solved (ray: needs whale-opt[ray]).",
+)
+@click.option(
+    "--ray-address",
+    default="auto",
+    show_default=True,
+    help="With --executor ray: the cluster (auto, host:port, ray://host:10001).",
+)
 @_input_errors
 def solve_command(
     instance_file: Path,
@@ -110,12 +136,21 @@ def solve_command(
     time_limit: float | None,
     output: Path | None,
     as_json: bool,
+    executor: str,
+    ray_address: str,
 ) -> None:
     """Decide one round for INSTANCE_FILE and print the placement."""
     instance, options = read_round(instance_file)
     if output is not None and not output.parent.is_dir():
         _fail(output, "cannot write: no such directory")
-    decision = solve(instance, solver, options, preset=preset, time_limit_s=time_limit)
+    pool = _executor(executor, ray_address)
+    try:
+        decision = solve(
+            instance, solver, options, preset=preset, time_limit_s=time_limit, executor=pool
+        )
+    finally:
+        if pool is not None:
+            pool.shutdown()
     if output is not None:
         try:
             write_decision(output, decision)
