@@ -8,6 +8,7 @@ simulator's and the importers' commands register themselves on it.
 
 from whale_opt.cli import explain as explain  # registers ``explain`` and ``whatif``
 from whale_opt.cli import imports as imports  # registers ``import``
+from whale_opt.cli import pack as pack  # registers ``pack``
 from whale_opt.cli import serve as serve  # registers ``serve``
 from whale_opt.cli import simulate as simulate  # registers ``simulate``
 from whale_opt.cli import slurm as slurm  # registers ``slurm``
