@@ -10,10 +10,11 @@ from functools import partial
 import pytest
 
 from whale_opt.check import check
-from whale_opt.decision import Action, Decision
+from whale_opt.decision import Action, Decision, Status
 from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
+from whale_opt.placement.serial import assemble
 from whale_opt.problem_data import (
     GpuType,
     Instance,
@@ -27,7 +28,7 @@ from whale_opt.problem_data import (
 )
 from whale_opt.registry import get_policy
 from whale_opt.rules import held_by_tenant
-from whale_opt.solve import solve, solve_one_pool
+from whale_opt.solve import solve, solve_one_pool, wspt_greedy
 
 
 def _pool(solver: str) -> Callable[[Instance, SolveOptions], Decision]:
@@ -197,3 +198,25 @@ def test_split_round_with_classes_guarantees_and_preemption_passes_the_checker(
     )
     assert check(instance, decision) == []
     assert 1 <= sum(item.action is Action.PREEMPT for item in decision.jobs) <= 3
+
+
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_a_split_round_is_no_worse_than_the_whole_rounds_greedy(solver: str) -> None:
+    # Pools see only their own nodes: a job of the whole greedy's that spans racks
+    # can not be placed the same way in one pool, and the merge can lose to it.
+    instance = generate("hetero", gpus=512, queued=200, seed=2)
+    greedy = assemble(instance, "wspt", wspt_greedy(instance), Status.FEASIBLE, 0.0, 0.0)
+    decision = solve_split(
+        instance,
+        _pool(solver),
+        solver,
+        SolveOptions(time_limit_s=2.0),
+        max_gpus=64,
+        baseline=wspt_greedy,
+    )
+    assert check(instance, decision) == []
+    assert decision.objective <= greedy.objective
+    # solve() gives the greedy as the baseline to the solvers that start from it.
+    split = solve(instance, solver, time_limit_s=4.0, split_above_gpus=128)
+    assert check(instance, split) == []
+    assert split.objective <= greedy.objective

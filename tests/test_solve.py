@@ -66,7 +66,7 @@ def test_a_queue_too_long_for_one_rack_keeps_its_head_within_the_limit() -> None
 
 
 def test_a_queue_too_long_for_the_limit_on_many_racks_is_split_into_pools() -> None:
-    instance = generate("hetero", gpus=256, queued=1200, seed=3)
+    instance = generate("hetero", gpus=256, queued=2000, seed=3)
     assert split_size(instance, 1.0) is not None
     started = time.perf_counter()
     decision = solve(instance, "cpsat", time_limit_s=1.0)

@@ -13,20 +13,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from whale_opt.bounds import CHEAP_ABOVE
 from whale_opt.problem_data import Instance
 from whale_opt.topology import eligible_nodes, node_topologies, rack_groups
 
 # The cost model, measured on the development machine (2 cores, shared): the
-# list schedule spends MICROS_PER_PAIR + MICROS_PER_DEPTH x (queued jobs per
-# node) microseconds per (job, eligible node) pair (3 to 25 us seen, from
-# 1,024 GPUs / 500 queued to 64 GPUs / 800 queued), and the analytic bound
-# about BOUND_MICROS_PER_JOB_TYPE per queued job and GPU type (its flow) plus
-# BOUND_MICROS_PER_PAIR per pair (its earliest placements).
-MICROS_PER_PAIR = 3.0
-MICROS_PER_DEPTH = 0.6
+# list schedule spends MICROS_PER_JOB + MICROS_PER_QUEUED x (jobs in the queue)
+# microseconds per queued job (profiles deepen as the queue grows) plus
+# MICROS_PER_PAIR per (job, eligible node) pair (the search scans node arrays,
+# not nodes one by one); within 0.5-2x of what was measured from 128 GPUs / 64
+# queued to 10,000 GPUs / 5,000 queued (hetero, dgx1, fragmented). The analytic
+# bound takes about BOUND_MICROS_PER_JOB_TYPE per queued job and GPU type (its
+# flow) plus BOUND_MICROS_PER_PAIR per pair (its earliest placements, which it
+# skips past CHEAP_ABOVE queued jobs x nodes).
+MICROS_PER_JOB = 130.0
+MICROS_PER_QUEUED = 0.04
+MICROS_PER_PAIR = 0.5
 BOUND_MICROS_PER_JOB_TYPE = 150.0  # measured 106-148 on hetero 512-2048 GPUs (idle machine)
 BOUND_MICROS_PER_PAIR = 8.0
 GREEDY_SHARE = 0.25  # of the time limit the list schedule may take
+MIN_POOL_WEIGHT = 0.25  # of the mean pool's expected work, the least a pool's time share counts
 BOUND_SHARE = 0.25  # of the time limit the analytic bound may take
 
 
@@ -53,17 +59,21 @@ def _pairs(instance: Instance) -> list[int]:
     return out
 
 
-def _micros_per_pair(queued: int, nodes: int) -> float:
-    return MICROS_PER_PAIR + MICROS_PER_DEPTH * queued / max(1, nodes)
+def greedy_seconds(jobs: int, pairs: int) -> float:
+    """The list schedule's expected time for ``jobs`` queued jobs with ``pairs``
+    (job, eligible node) pairs between them."""
+    per_job = MICROS_PER_JOB + MICROS_PER_QUEUED * jobs
+    return (jobs * per_job + MICROS_PER_PAIR * pairs) * 1e-6
 
 
 def round_cost(instance: Instance) -> RoundCost:
     """The expected cost of the round's list schedule and analytic bound."""
     pairs = sum(_pairs(instance))
-    greedy = pairs * _micros_per_pair(len(instance.queue), len(instance.nodes)) * 1e-6
+    greedy = greedy_seconds(len(instance.queue), pairs)
     types = len({node.gpu_type for node in instance.nodes})
     bound = BOUND_MICROS_PER_JOB_TYPE * len(instance.queue) * types
-    bound += BOUND_MICROS_PER_PAIR * pairs
+    if len(instance.queue) * len(instance.nodes) <= CHEAP_ABOVE:
+        bound += BOUND_MICROS_PER_PAIR * pairs
     return RoundCost(pairs, greedy, bound * 1e-6)
 
 
@@ -86,8 +96,9 @@ def split_size(
     groups = rack_groups(instance)
     if len(groups) < 2:
         return None
-    # P pools of a P-th of the nodes and queue each cost about 1/P^2 and run about P/2
-    # at a time on two workers, each with a P/2-th of the pools' share of the limit.
+    # P pools of a P-th of the nodes and queue each cost under a P-th (shallower
+    # profiles, a P-squared-th of the pairs) and share the pools' part of the limit
+    # in proportion to that (pool_limits): the smaller, the more of each queue fits.
     parts = math.ceil(cost.greedy_s / budget)
     gpus = sum(node.gpu_count for node in instance.nodes)
     largest = max(sum(instance.nodes[k].gpu_count for k in members) for members in groups.values())
@@ -97,10 +108,30 @@ def split_size(
 def head_size(instance: Instance, order: list[int], budget_s: float) -> int:
     """How many jobs of ``order`` the list schedule plans within ``budget_s`` (at least one)."""
     pairs = _pairs(instance)
-    nodes = len(instance.nodes)
     total = 0
     for count, k in enumerate(order, start=1):
         total += pairs[k]
-        if total * _micros_per_pair(count, nodes) * 1e-6 > budget_s:
+        if greedy_seconds(count, total) > budget_s:
             return max(1, count - 1)
     return len(order)
+
+
+def pool_limits(costs: list[float], wall_s: float, workers: int) -> list[float]:
+    """Time limits of pools expected to cost ``costs`` (their list schedules, in
+    seconds) that run ``workers`` at a time within ``wall_s`` of wall time.
+
+    Each pool's share is in proportion to its expected work (at least
+    :data:`MIN_POOL_WEIGHT` of the mean pool's), so a pool with many jobs is not
+    cut to its head while small ones idle. Scaled so that the pools, taken
+    heaviest first by whichever worker is free, end within ``wall_s``: with
+    limits in proportion to weights, that order gives every worker the load of
+    the longest-processing-time schedule, the longest of which is ``wall_s``.
+    """
+    if not costs:
+        return []
+    floor = MIN_POOL_WEIGHT * sum(costs) / len(costs)
+    weights = [max(cost, floor, 1e-9) for cost in costs]
+    loads = [0.0] * max(1, workers)
+    for k in sorted(range(len(weights)), key=lambda k: -weights[k]):
+        loads[loads.index(min(loads))] += weights[k]
+    return [wall_s * weight / max(loads) for weight in weights]

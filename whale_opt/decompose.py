@@ -31,7 +31,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 
 from whale_opt.bounds import reported_bound, trivial_bound
-from whale_opt.budget import bound_fits
+from whale_opt.budget import bound_fits, pool_limits, round_cost
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.options import SolveOptions
 from whale_opt.placement.profile import Profile
@@ -86,12 +86,15 @@ def _assign(instance: Instance, node_sets: list[list[int]]) -> list[Pool]:
         pool = where[instance.parse_gpu(held.gpu_ids[0]).node]
         backlog[pool] += len(held.gpu_ids) * held.remaining_s / gpus[pool]
     assigned: list[list[int]] = [[] for _ in node_sets]
+    reach: dict[tuple[int, ...], set[int]] = {}  # pools of each set of eligible nodes
     for position in wspt_order(instance):
         job = instance.queue[position]
-        options = {where[n] for n in timeline.eligible(position)}
+        eligible = timeline.eligible(position)
+        if eligible not in reach:
+            reach[eligible] = {where[n] for n in eligible}
+        options = reach[eligible]
         if not options:
             continue
-
         duration = {
             p: instance.durations[position][instance.nodes[node_sets[p][0]].gpu_type]
             for p in options
@@ -230,35 +233,53 @@ def solve_split(
     max_gpus: int = DEFAULT_MAX_GPUS,
     executor: Executor | None = None,
     workers: int = 1,
+    baseline: Callable[[Instance], list[JobDecision]] | None = None,
 ) -> Decision:
     """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
 
-    Each pool gets ``options`` with its share of the time limit.
+    Each pool gets ``options`` with its share of the time limit: half of it,
+    shared between the pools in proportion to their expected work
+    (:func:`whale_opt.budget.pool_limits`), heaviest first.
 
     ``executor`` runs the pools (any :class:`concurrent.futures.Executor`: local
     processes, or a distributed one; ``solve_pool`` and the pools must then
     pickle); None solves them here, one after another. ``workers`` is how many
     pools run at once, which sets each pool's share of the time limit.
+
+    ``baseline`` is a whole-cluster schedule (a list schedule, run here first):
+    the merged decision is returned only when it beats it, else the baseline
+    is. Pools see only their own nodes, so the merged decision can be worse
+    than a schedule of the whole cluster.
     """
     started = time.perf_counter()
+    whole = None if baseline is None else baseline(instance)
     parts = pools(instance, max_gpus)
     shares = quota_shares(instance, parts)
     caps = preemption_shares(instance, parts)
     busy = [k for k, pool in enumerate(parts) if pool.jobs]
-    # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
-    parallel = max(workers, 1) if executor is not None else 1
-    waves = max(1, -(-len(busy) // parallel))
-    spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
-    pool_options = options.replace(time_limit_s=max(0.05, spare / waves))
     subs = [
         sub_instance(instance, parts[k], {n: split[k] for n, split in shares.items()}, caps[k])
         for k in busy
     ]
+    # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
+    parallel = max(workers, 1) if executor is not None else 1
+    spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
+    limits = pool_limits([round_cost(sub).greedy_s for sub in subs], spare, parallel)
+    each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
+    heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
     if executor is None:
-        decisions = [solve_pool(sub, pool_options) for sub in subs]
+        done = [solve_pool(subs[k], each[k]) for k in heaviest]
     else:
-        decisions = list(executor.map(solve_pool, subs, [pool_options] * len(subs)))
-    return merge(instance, parts, decisions, solver, started, options)
+        done = list(
+            executor.map(solve_pool, [subs[k] for k in heaviest], [each[k] for k in heaviest])
+        )
+    found = dict(zip(heaviest, done, strict=True))
+    merged = merge(instance, parts, [found[k] for k in range(len(subs))], solver, started, options)
+    if whole is not None:
+        alone = assemble(instance, solver, whole, Status.FEASIBLE, merged.bound, started)
+        if alone.objective < merged.objective:
+            return alone
+    return merged
 
 
 def _has_quota(instance: Instance, position: int) -> bool:
@@ -338,9 +359,24 @@ class _Merge:
                 profile.add(placed[k].start, placed[k].end, job.gpu_count)
 
     def _release_rule(self) -> None:
-        """Planned NVLink jobs that lost the end they waited for go again."""
+        """Planned NVLink jobs that lost the end they waited for go again.
+
+        Only where a placement was taken out: each pool's plans keep the rule on
+        its own nodes, which no other pool shares, so only the nodes of a job
+        taken out can lose an end (and a preemption undone only adds one).
+        """
+        nodes = {k: set(p.nodes) for k, p in self.placements.items() if p is not None}
+        touched = set().union(*(nodes[k] for k in self.again if k in nodes))
+        if not touched:
+            return
+        near = [
+            item
+            for k, item in self.decided.items()
+            if k not in self.again and k in nodes and touched & nodes[k]
+        ]
+        near += [JobDecision(self.instance.running[r].id, Action.PREEMPT) for r in self.preempted]
         position = self.instance.queue_index
-        for job_id in unreleased_plans(self.instance, self.items()):
+        for job_id in unreleased_plans(self.instance, near):
             self.again.add(position[job_id])
 
 

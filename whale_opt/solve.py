@@ -7,7 +7,11 @@ every solver starts from and the analytic lower bound; the cost model
 - a cluster past ``split_above_gpus`` GPUs, or one whose list schedule
   would not fit :data:`whale_opt.budget.GREEDY_SHARE` of the limit and that has racks to
   split on, is cut into pools solved in parallel (:mod:`whale_opt.decompose`;
-  a pool of a P-th of the nodes and of the queue costs about a P-squared-th);
+  a pool of a P-th of the nodes and of the queue costs under a P-th), each
+  with a share of the limit in proportion to its expected work; for the
+  solvers that start from the WSPT greedy (``wspt``, ``cpsat``), when the
+  whole round's list schedule fits its share of the limit, it is made first
+  and returned instead of the merged pools when they do not beat it;
 - a queue still too long (one rack of one type, or within a pool) is cut:
   its head, by class rank then Smith's ratio, is decided, and the rest is
   deferred to a later round (:func:`solve_head`);
@@ -25,12 +29,13 @@ from functools import partial
 
 from whale_opt.bounds import trivial_bound
 from whale_opt.budget import GREEDY_SHARE, bound_fits, head_size, round_cost, split_size
+from whale_opt.cpsat.model import CpSatPolicy
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
 from whale_opt.options import SolveOptions
-from whale_opt.placement.serial import assemble
+from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.protocol import SchedulingPolicy
-from whale_opt.policies.wspt import wspt_order
+from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
 from whale_opt.registry import REGISTRY, get_policy
 
@@ -83,7 +88,12 @@ def solve(
         if large and (max_gpus is None or max_gpus >= DEFAULT_MAX_GPUS):
             max_gpus = DEFAULT_MAX_GPUS
         if max_gpus is not None:
-            return _solve_pools(instance, solver, options, max_gpus, executor)
+            # Solvers that start from the WSPT greedy return no worse than the whole
+            # round's, when it fits its share of the limit.
+            greedy = isinstance(policy, WsptPolicy | CpSatPolicy)
+            fits = cost.greedy_s <= GREEDY_SHARE * options.time_limit_s
+            baseline = wspt_greedy if greedy and fits else None
+            return _solve_pools(instance, solver, options, max_gpus, executor, baseline)
     if options.report_bound and not bound_fits(instance, options.time_limit_s, cost):
         options = options.replace(report_bound=False)
     budget = GREEDY_SHARE * options.time_limit_s
@@ -92,6 +102,12 @@ def solve(
         if head < len(instance.queue):
             return solve_head(instance, head, partial(policy.decide, options=options), solver)
     return policy.decide(instance, options)
+
+
+def wspt_greedy(instance: Instance) -> list[JobDecision]:
+    """The WSPT list schedule of the whole round: wspt's decision before
+    preemption, and CP-SAT's first incumbent."""
+    return list_schedule(instance, wspt_order(instance), prefer=WsptPolicy.prefer)
 
 
 def solve_one_pool(instance: Instance, options: SolveOptions, *, solver: str) -> Decision:
@@ -105,9 +121,11 @@ def _solve_pools(
     options: SolveOptions,
     max_gpus: int,
     executor: Executor | None,
+    baseline: Callable[[Instance], list[JobDecision]] | None = None,
 ) -> Decision:
     """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``
-    on ``executor`` (None: :data:`LOCAL_WORKERS` local processes, made for the round)."""
+    on ``executor`` (None: :data:`LOCAL_WORKERS` local processes, made for the round),
+    no worse than ``baseline`` (see :func:`whale_opt.decompose.solve_split`)."""
     owned = executor is None
     with ProcessPoolExecutor(LOCAL_WORKERS) if owned else nullcontext(executor) as pool:
         # The standard executors say how many pools run at once; assume the local
@@ -121,6 +139,7 @@ def _solve_pools(
             max_gpus=max_gpus,
             executor=pool,
             workers=workers,
+            baseline=baseline,
         )
 
 

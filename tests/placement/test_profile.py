@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import random
 
+import pytest
+
+from whale_opt.placement import profile as profile_module
 from whale_opt.placement.profile import Profile
 
 
@@ -85,3 +89,20 @@ def test_a_copy_is_independent() -> None:
     assert twin.level_at(30) == 1
     used.add(30, 40, 2)
     assert twin.level_at(35) == 1
+
+
+def test_a_long_scan_goes_on_over_arrays_with_the_same_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(7)
+    used = profile(*((t, t + rng.randint(1, 400), rng.randint(1, 6)) for t in range(0, 20_000, 90)))
+    asks = [
+        (rng.randint(0, 21_000), rng.randint(1, 3000), rng.randint(1, 8), rng.choice([5, 8, 12]))
+        for _ in range(300)
+    ]
+    give_up = [rng.choice([math.inf, rng.randint(0, 25_000)]) for _ in asks]
+    monkeypatch.setattr(profile_module, "LONG", 10**9)  # the list scan, to the end
+    scanned = [used.earliest(*ask, g) for ask, g in zip(asks, give_up, strict=True)]
+    monkeypatch.setattr(profile_module, "LONG", 3)  # arrays after three steps
+    assert [used.earliest(*ask, g) for ask, g in zip(asks, give_up, strict=True)] == scanned
+    assert any(t == math.inf for t in scanned) and any(t < math.inf for t in scanned)

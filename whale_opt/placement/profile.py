@@ -5,24 +5,33 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 INF = math.inf
 EPS = 1e-9
+LONG = 64  # steps after which :meth:`Profile.earliest` goes on over arrays, not lists
 
 
 class Profile:
-    """Usage over time as a step function: ``levels[i]`` holds on [times[i], times[i+1])."""
+    """Usage over time as a step function: ``levels[i]`` holds on [times[i], times[i+1]).
 
-    __slots__ = ("levels", "times")
+    Change it only through :meth:`add` (a long profile keeps an array copy of
+    itself for :meth:`earliest`, dropped by :meth:`add`).
+    """
+
+    __slots__ = ("_arrays", "levels", "times")
 
     def __init__(self) -> None:
         self.times: list[int] = [0]
         self.levels: list[float] = [0.0]
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     def copy(self) -> Profile:
         """An independent copy."""
         twin = Profile.__new__(Profile)
         twin.times = list(self.times)
         twin.levels = list(self.levels)
+        twin._arrays = self._arrays
         return twin
 
     def _split(self, t: int) -> int:
@@ -37,10 +46,10 @@ class Profile:
         """Add ``amount`` of usage on [start, end)."""
         if end <= start or amount == 0:
             return
+        self._arrays = None
         i = self._split(start)
         j = self._split(end)
-        for k in range(i, j):
-            self.levels[k] += amount
+        self.levels[i:j] = [level + amount for level in self.levels[i:j]]
 
     def peak(self, start: int, end: int) -> float:
         """Highest usage on [start, end)."""
@@ -59,25 +68,49 @@ class Profile:
 
         inf if never, or if only later than ``give_up``.
         """
-        if amount > limit + EPS:
+        if amount > limit + EPS or start > give_up:
             return INF
+        times, levels = self.times, self.levels
+        last = len(times)
         t = start
-        i = bisect.bisect_right(self.times, t) - 1
-        while t <= give_up:
-            end = t + duration
-            k = i
-            blocked = -1
-            while k < len(self.times) and self.times[k] < end:
-                if self.levels[k] + amount > limit + EPS:
-                    blocked = k
-                k += 1
-            if blocked < 0:
-                return t
-            if blocked + 1 >= len(self.times):
-                return INF
-            i = blocked + 1
-            t = self.times[i]
-        return INF
+        # One pass: a segment too full moves the start past it; each is read once.
+        # A long scan goes on over arrays (:meth:`_earliest_long`), from where it is.
+        k = bisect.bisect_right(times, t) - 1
+        steps = LONG
+        while k < last and times[k] < t + duration:
+            if levels[k] + amount > limit + EPS:
+                if k + 1 >= last:
+                    return INF
+                t = times[k + 1]
+                if t > give_up:
+                    return INF
+            k += 1
+            steps -= 1
+            if not steps:
+                return self._earliest_long(t, duration, amount, limit, give_up)
+        return t
+
+    def _earliest_long(
+        self, start: int, duration: int, amount: float, limit: float, give_up: float
+    ) -> float:
+        """:meth:`earliest` on arrays: the same answer without a Python loop."""
+        if self._arrays is None:
+            self._arrays = (np.array(self.times, dtype=float), np.array(self.levels))
+        times, levels = self._arrays
+        i = bisect.bisect_right(self.times, start) - 1
+        full = np.flatnonzero(levels[i:] + amount > limit + EPS) + i
+        if len(full) == 0 or times[full[0]] >= start + duration:
+            return start
+        # Past a segment too full, the next start is its end; it holds when the
+        # next segment too full begins at least ``duration`` later.
+        last = len(times)
+        ends = np.append(times[full[full + 1 < last] + 1], INF)[: len(full)]
+        nexts = np.append(times[full[1:]], INF)
+        holds = np.flatnonzero((ends < INF) & (nexts >= ends + duration))
+        if len(holds) == 0:
+            return INF
+        t = int(ends[holds[0]])
+        return t if t <= give_up else INF
 
     def level_at(self, t: int) -> float:
         """Usage at time ``t``."""

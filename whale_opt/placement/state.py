@@ -9,7 +9,12 @@ do not), :meth:`ClusterState.commit` records a queued job's placement, and
 the fitting queries (:meth:`~ClusterState.node_fit`,
 :meth:`~ClusterState.part_fit`, :meth:`~ClusterState.quota_fit`,
 :meth:`~ClusterState.fits_now`, :meth:`~ClusterState.room`) say what fits
-where and when.
+where and when. For searches over many nodes at once it keeps the GPU
+profiles mirrored as arrays (:meth:`~ClusterState.free_index`, rows rebuilt
+when read after a change) and the free GPU counts as an array; which nodes
+a job could ever use is its :class:`~whale_opt.placement.eligibility.Eligibility`
+(shared by copies: it never changes). Usage of tenants without a quota is
+added to their profiles only when read (nothing fits against them).
 
 Where a job goes is chosen by the state's
 :class:`~whale_opt.placement.search.PlacementSearch` (its placement
@@ -21,17 +26,15 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
+from whale_opt.placement.eligibility import Eligibility, NodeGroup
+from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.profile import EPS, INF, Profile
 from whale_opt.placement.records import Placement
 from whale_opt.placement.search import PlacementSearch
 from whale_opt.problem_data import Instance, QueuedJob, RunningJob
-from whale_opt.topology import (
-    NodeTopology,
-    eligible_nodes,
-    node_can_host,
-    node_topologies,
-    popcount,
-)
+from whale_opt.topology import NodeTopology, node_topologies, popcount
 
 _DEFAULT_SEARCH = PlacementSearch()
 
@@ -58,10 +61,14 @@ class ClusterState:
         self._cpu_use = [Profile() for _ in range(n)]
         self._mem_use = [Profile() for _ in range(n)]
         self._tenant_use: dict[str, Profile] = {}
-        self._eligible: dict[tuple[tuple[str, ...], int, str], tuple[int, ...]] = {}
+        # Usage of tenants without a quota, not yet added to their profiles (nothing
+        # fits against those: they are built when read).
+        self._tenant_later: dict[str, list[tuple[int, int, int]]] = {}
+        self._eligibility = Eligibility(instance, self._topologies)
         self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
-        self._first_end: list[float] = [INF] * n  # first end of any job on the node
+        self._first_end = np.full(n, INF)  # first end of any job on the node
         self._quota_memo: dict[tuple[str, int, int, int], float] = {}
+        self._index = FreeIndex([popcount(t.healthy) for t in self._topologies], self._gpu_use)
         for job in instance.running:
             if job.id in preempted:
                 continue
@@ -73,6 +80,7 @@ class ClusterState:
             self._occupy(
                 job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
             )
+        self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
 
     def copy(self) -> ClusterState:
         """An independent copy (topologies, search and eligibility shared: they never change)."""
@@ -85,10 +93,13 @@ class ClusterState:
         twin._cpu_use = [p.copy() for p in self._cpu_use]
         twin._mem_use = [p.copy() for p in self._mem_use]
         twin._tenant_use = {name: p.copy() for name, p in self._tenant_use.items()}
-        twin._eligible = self._eligible
+        twin._tenant_later = {name: list(later) for name, later in self._tenant_later.items()}
+        twin._eligibility = self._eligibility
         twin._first_free = [dict(cache) for cache in self._first_free]
-        twin._first_end = list(self._first_end)
+        twin._first_end = self._first_end.copy()
         twin._quota_memo = {}
+        twin._index = self._index.copy(twin._gpu_use)
+        twin._free_count = self._free_count.copy()
         return twin
 
     # -- reading -------------------------------------------------------------
@@ -119,13 +130,26 @@ class ClusterState:
         """How many GPUs of ``node`` are free right now."""
         return popcount(self._free_now[node])
 
+    def free_counts(self) -> np.ndarray:
+        """How many GPUs of each node are free right now (read only)."""
+        return self._free_count
+
     def total_free(self) -> int:
         """GPUs free right now on the whole cluster."""
         return sum(popcount(mask) for mask in self._free_now)
 
     def first_end_at(self, node: int) -> float:
         """The first end of any job on ``node`` (inf when none runs or is placed there)."""
-        return self._first_end[node]
+        return float(self._first_end[node])
+
+    def first_ends(self) -> np.ndarray:
+        """:meth:`first_end_at` of every node (read only)."""
+        return self._first_end
+
+    def free_index(self) -> FreeIndex:
+        """Free GPU intervals of every node over time, as arrays (see
+        :class:`~whale_opt.placement.index.FreeIndex`; read only)."""
+        return self._index
 
     def gpu_profile(self, node: int) -> Profile:
         """GPUs in use on ``node`` over time (a copy)."""
@@ -164,18 +188,18 @@ class ClusterState:
     def eligible(self, position: int, shaped: QueuedJob | None = None) -> tuple[int, ...]:
         """Nodes that could ever hold (part of) queued job ``position``, or of
         ``shaped``, the job with another topology (an NVLink-shaped try)."""
-        job = self._instance.queue[position] if shaped is None else shaped
-        # Eligibility depends only on the job's shape: share it between alike jobs.
-        shape = (self._instance.eligible_types[position], job.gpu_count, job.topology)
-        if shape not in self._eligible:
-            if shaped is None:
-                found = eligible_nodes(self._instance, position, self._topologies)
-            else:
-                found = tuple(
-                    n for n in self.eligible(position) if node_can_host(job, self._topologies[n])
-                )
-            self._eligible[shape] = found
-        return self._eligible[shape]
+        return self._eligibility.eligible(position, shaped)
+
+    def node_groups(
+        self,
+        position: int,
+        shaped: QueuedJob | None = None,
+        gpu_type: str | None = None,
+        within: frozenset[int] | None = None,
+    ) -> list[NodeGroup]:
+        """:meth:`eligible` nodes in the groups a search scans (see
+        :meth:`whale_opt.placement.eligibility.Eligibility.node_groups`)."""
+        return self._eligibility.node_groups(position, shaped, gpu_type, within)
 
     # -- changing ------------------------------------------------------------
 
@@ -184,7 +208,7 @@ class ClusterState:
         GPUs now, and every placement its counts, CPU and memory until its end."""
         job = self._instance.queue[position]
         for node, mask in zip(placement.nodes, placement.masks, strict=False):
-            self._free_now[node] &= ~mask
+            self.take_now(node, mask)
         self._occupy(
             job.tenant,
             dict(zip(placement.nodes, placement.counts, strict=True)),
@@ -199,6 +223,7 @@ class ClusterState:
         """Mark the GPUs ``mask`` of ``node`` busy right now, and nothing over time
         (work whose usage this state leaves out, e.g. a kept victim)."""
         self._free_now[node] &= ~mask
+        self._free_count[node] = popcount(self._free_now[node])
 
     def _occupy(
         self,
@@ -212,19 +237,27 @@ class ClusterState:
     ) -> None:
         for node, count in per_node.items():
             self._gpu_use[node].add(start, end, count)
+            self._index.touch(node)
             self._first_free[node] = {}
-            if end > 0:
-                self._first_end[node] = min(self._first_end[node], end)
+            if 0 < end < self._first_end[node]:
+                self._first_end[node] = end
             self._cpu_use[node].add(start, end, cpu * count / total)
             self._mem_use[node].add(start, end, memory_gb * count / total)
-        self._tenant(tenant).add(start, end, total)
+        quota = self._instance.tenants.get(tenant)
+        if quota is None or quota.gpu_quota is None:
+            self._tenant_later.setdefault(tenant, []).append((start, end, total))
+        else:
+            self._tenant(tenant).add(start, end, total)
         self._quota_memo.clear()
 
     def _tenant(self, tenant: str) -> Profile:
         """The (live) GPU usage profile of ``tenant``."""
         if tenant not in self._tenant_use:
             self._tenant_use[tenant] = Profile()
-        return self._tenant_use[tenant]
+        profile = self._tenant_use[tenant]
+        for start, end, total in self._tenant_later.pop(tenant, ()):
+            profile.add(start, end, total)
+        return profile
 
     # -- fitting -------------------------------------------------------------
 
@@ -283,13 +316,11 @@ class ClusterState:
         if gpus not in cache:
             profile = self._gpu_use[node]
             room = popcount(self._topologies[node].healthy) - gpus + EPS
-            i = bisect.bisect_right(profile.times, 1) - 1
             found = INF
-            while i < len(profile.times):
-                if profile.levels[i] <= room:
-                    found = max(1, profile.times[i])
+            for k in range(bisect.bisect_right(profile.times, 1) - 1, len(profile.times)):
+                if profile.levels[k] <= room:
+                    found = max(1, profile.times[k])
                     break
-                i += 1
             cache[gpus] = found
         return cache[gpus]
 
@@ -353,6 +384,7 @@ class ClusterState:
             for profiles in (twin._gpu_use, twin._cpu_use, twin._mem_use):
                 profiles[node] = profiles[node].copy()
         twin._tenant_use = dict(self._tenant_use)
+        twin._tenant_later = {}  # the twin reads only ``tenant``'s, up to date
         twin._tenant_use[tenant] = self._tenant(tenant).copy()
         twin._quota_memo = {}
         for job in released:
