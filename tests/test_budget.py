@@ -10,6 +10,7 @@ from whale_opt.bounds import CHEAP_ABOVE
 from whale_opt.budget import (
     BOUND_MICROS_PER_JOB_TYPE,
     MIN_POOL_WEIGHT,
+    POOL_OVERHEAD_S,
     _pairs,
     greedy_seconds,
     head_size,
@@ -59,7 +60,9 @@ def dispatch(limits: list[float], workers: int) -> float:
 def test_pool_limits_share_the_wall_in_proportion_to_the_work(workers: int) -> None:
     costs = [0.9, 0.05, 0.3, 0.3, 0.2, 0.001, 0.6]
     limits = pool_limits(costs, 12.0, workers)
-    assert dispatch(limits, workers) == pytest.approx(12.0)
+    # Each pool takes its limit and the overhead; the last ends at the wall.
+    assert dispatch([limit + POOL_OVERHEAD_S for limit in limits], workers) <= 12.0 + 1e-9
+    assert dispatch([limit + POOL_OVERHEAD_S for limit in limits], workers) >= 11.5
     floor = MIN_POOL_WEIGHT * sum(costs) / len(costs)
     weights = [max(cost, floor) for cost in costs]
     ratios = [limit / weight for limit, weight in zip(limits, weights, strict=True)]
@@ -71,5 +74,6 @@ def test_pool_limits_share_the_wall_in_proportion_to_the_work(workers: int) -> N
 
 def test_pool_limits_of_no_pools_and_of_equal_pools() -> None:
     assert pool_limits([], 5.0, 2) == []
-    assert pool_limits([0.1] * 4, 4.0, 2) == pytest.approx([2.0] * 4)
-    assert pool_limits([0.0, 0.0], 1.0, 2) == pytest.approx([1.0, 1.0])
+    assert pool_limits([0.1] * 4, 4.0, 2) == pytest.approx([2.0 - POOL_OVERHEAD_S] * 4)
+    assert pool_limits([0.0, 0.0], 1.0, 2) == pytest.approx([1.0 - POOL_OVERHEAD_S] * 2)
+    assert pool_limits([0.1] * 40, 0.5, 2) == [0.0] * 40  # no time left past the overheads

@@ -33,6 +33,7 @@ BOUND_MICROS_PER_JOB_TYPE = 150.0  # measured 106-148 on hetero 512-2048 GPUs (i
 BOUND_MICROS_PER_PAIR = 8.0
 GREEDY_SHARE = 0.25  # of the time limit the list schedule may take
 MIN_POOL_WEIGHT = 0.25  # of the mean pool's expected work, the least a pool's time share counts
+POOL_OVERHEAD_S = 0.05  # a pool's wall time past its limit in a worker (0.03-0.11 s measured)
 BOUND_SHARE = 0.25  # of the time limit the analytic bound may take
 
 
@@ -123,15 +124,27 @@ def pool_limits(costs: list[float], wall_s: float, workers: int) -> list[float]:
     Each pool's share is in proportion to its expected work (at least
     :data:`MIN_POOL_WEIGHT` of the mean pool's), so a pool with many jobs is not
     cut to its head while small ones idle. Scaled so that the pools, taken
-    heaviest first by whichever worker is free, end within ``wall_s``: with
-    limits in proportion to weights, that order gives every worker the load of
-    the longest-processing-time schedule, the longest of which is ``wall_s``.
+    heaviest first by whichever worker is free, end within ``wall_s``, each
+    taking :data:`POOL_OVERHEAD_S` past its limit.
     """
     if not costs:
         return []
     floor = MIN_POOL_WEIGHT * sum(costs) / len(costs)
     weights = [max(cost, floor, 1e-9) for cost in costs]
-    loads = [0.0] * max(1, workers)
-    for k in sorted(range(len(weights)), key=lambda k: -weights[k]):
-        loads[loads.index(min(loads))] += weights[k]
-    return [wall_s * weight / max(loads) for weight in weights]
+    # The largest scale whose schedule ends in time, by bisection (no more than all
+    # the workers' time, spread evenly).
+    low, high = 0.0, wall_s * max(1, workers) / sum(weights)
+    for _ in range(40):
+        scale = (low + high) / 2
+        ends = _dispatch([scale * weight + POOL_OVERHEAD_S for weight in weights], workers)
+        low, high = (scale, high) if ends <= wall_s else (low, scale)
+    return [low * weight for weight in weights]
+
+
+def _dispatch(durations: list[float], workers: int) -> float:
+    """When the last of ``durations`` ends, taken longest first by whichever of
+    ``workers`` is free."""
+    free = [0.0] * max(1, workers)
+    for duration in sorted(durations, reverse=True):
+        free[free.index(min(free))] += duration
+    return max(free)

@@ -128,12 +128,14 @@ def every_node(
 def test_the_pruned_single_node_search_picks_what_a_scan_of_every_node_picks(
     instance: Instance, part: float, horizon: int, few: int
 ) -> None:
-    # few: groups of up to this many nodes loop over them (0: always the arrays).
-    saved, fitting.FEW = fitting.FEW, few
+    # few: groups of up to this many nodes, rounds of up to this many jobs, loop over
+    # the nodes (0: always the arrays).
+    saved = fitting.FEW, fitting.SHORT
+    fitting.FEW = fitting.SHORT = few
     try:
         scan_agrees(instance, part, horizon)
     finally:
-        fitting.FEW = saved
+        fitting.FEW, fitting.SHORT = saved
 
 
 def scan_agrees(instance: Instance, part: float, horizon: int) -> None:

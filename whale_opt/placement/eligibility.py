@@ -11,7 +11,7 @@ take.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -19,38 +19,49 @@ from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.topology import NodeTopology, eligible_nodes, node_can_host
 
 
-@dataclass(frozen=True, eq=False)
 class NodeGroup:
-    """Alike nodes a job could use: one GPU type, one size for an NVLink job (else 0)."""
+    """Alike nodes a job could use: one GPU type, one size for an NVLink job (else 0).
 
-    gpu_type: str
-    size: int
-    nodes: tuple[int, ...]  # node positions, in node order
-    array: np.ndarray  # the same, as an array
-    clique: np.ndarray  # per node: every pair of its healthy GPUs NVLink-linked
-    racks: tuple[tuple[int, ...], ...]  # the nodes by rack, racks in order of first node
-    rack_arrays: tuple[np.ndarray, ...]  # the same, as arrays
-    rack_places: tuple[np.ndarray, ...]  # where each rack's nodes are in ``nodes``
+    ``nodes`` are node positions in node order; the arrays and rack groupings
+    are made when first read.
+    """
 
+    def __init__(
+        self, gpu_type: str, size: int, nodes: list[int], topologies: tuple[NodeTopology, ...]
+    ) -> None:
+        self.gpu_type = gpu_type
+        self.size = size
+        self.nodes = tuple(nodes)
+        self._topologies = topologies
 
-def node_group(
-    gpu_type: str, size: int, nodes: list[int], topologies: tuple[NodeTopology, ...]
-) -> NodeGroup:
-    """The :class:`NodeGroup` of ``nodes``."""
-    racks: dict[str, list[int]] = {}
-    place = {node: k for k, node in enumerate(nodes)}
-    for node in nodes:
-        racks.setdefault(topologies[node].node.rack, []).append(node)
-    return NodeGroup(
-        gpu_type,
-        size,
-        tuple(nodes),
-        np.array(nodes, dtype=np.int64),
-        np.array([topologies[n].clique for n in nodes], dtype=bool),
-        tuple(tuple(members) for members in racks.values()),
-        tuple(np.array(members, dtype=np.int64) for members in racks.values()),
-        tuple(np.array([place[n] for n in members]) for members in racks.values()),
-    )
+    @cached_property
+    def array(self) -> np.ndarray:
+        """:attr:`nodes` as an array."""
+        return np.array(self.nodes, dtype=np.int64)
+
+    @cached_property
+    def clique(self) -> np.ndarray:
+        """Per node: whether every pair of its healthy GPUs is NVLink-linked."""
+        return np.array([self._topologies[n].clique for n in self.nodes], dtype=bool)
+
+    @cached_property
+    def racks(self) -> tuple[tuple[int, ...], ...]:
+        """The nodes by rack, racks in the order of their first node."""
+        by_rack: dict[str, list[int]] = {}
+        for node in self.nodes:
+            by_rack.setdefault(self._topologies[node].node.rack, []).append(node)
+        return tuple(tuple(members) for members in by_rack.values())
+
+    @cached_property
+    def rack_arrays(self) -> tuple[np.ndarray, ...]:
+        """:attr:`racks` as arrays."""
+        return tuple(np.array(members, dtype=np.int64) for members in self.racks)
+
+    @cached_property
+    def rack_places(self) -> tuple[np.ndarray, ...]:
+        """Where each rack's nodes are in :attr:`nodes`."""
+        place = {node: k for k, node in enumerate(self.nodes)}
+        return tuple(np.array([place[n] for n in members]) for members in self.racks)
 
 
 class Eligibility:
@@ -101,7 +112,7 @@ class Eligibility:
                 if gpu_type is None or topo.node.gpu_type == gpu_type:
                     members.setdefault((topo.node.gpu_type, size), []).append(node)
             self._groups[key] = [
-                node_group(name, size, nodes, self.topologies)
+                NodeGroup(name, size, nodes, self.topologies)
                 for (name, size), nodes in members.items()
             ]
         return self._groups[key]

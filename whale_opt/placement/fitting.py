@@ -31,6 +31,7 @@ from whale_opt.problem_data import QueuedJob
 from whale_opt.topology import choose_gpus, needs_nvlink
 
 FEW = 12  # nodes in a group up to which a single-node search loops over them instead
+SHORT = 32  # queued jobs in a round up to which it loops too (arrays would not pay back)
 
 
 def single_node(
@@ -65,7 +66,8 @@ def single_node(
                     break
         if out:
             return out  # a start now ends no later than any later start on this type
-    later = _earliest_later if len(group.nodes) > FEW else _earliest_later_few
+    few = len(group.nodes) <= FEW or len(state.instance.queue) <= SHORT
+    later = _earliest_later_few if few else _earliest_later
     found = later(state, job, duration, group, horizon, nvlink and wait_for_release)
     if found is None:
         return []
@@ -82,8 +84,9 @@ def _earliest_later_few(
     release_rule: bool,
 ) -> tuple[int, int] | None:
     """:func:`_earliest_later` node by node, for a group of :data:`FEW` nodes or
-    fewer (where array calls cost more than they save): nodes by when their GPUs
-    are first unused, until none can beat the best start found."""
+    fewer, or a round of :data:`SHORT` queued jobs or fewer (where building and
+    reading the arrays costs more than it saves): nodes by when their GPUs are
+    first unused, until none can beat the best start found."""
     best: tuple[int, int] | None = None  # (start, node)
     for free_at, node in sorted((state.free_from(n, job.gpu_count), n) for n in group.nodes):
         if free_at > horizon or (best is not None and free_at >= best[0]):
