@@ -104,18 +104,27 @@ def solve_neighbourhood(
     preset: Preset,
     round_no: int,
     seed: int = 0,
+    *,
+    whole: bool = False,
 ) -> HoodResult | None:
     """Solve the freed jobs (and victims) exactly, by ``deadline`` (a
     :func:`time.perf_counter` instant) and within the preset's per-call
-    limit; None when nothing is freed or no solution came in time."""
+    limit; None when nothing is freed or no solution came in time.
+
+    ``whole``: the whole round's model, bound only by ``deadline`` (and, with a
+    deterministic preset, by ``exact_deterministic_s``)."""
     if not hood.jobs:
         return None
     built = NeighbourhoodModel(hood)
     # The budget is taken after building: the model's own build time counts.
-    budget = min(deadline - time.perf_counter(), preset.round_limit_s)
+    budget = deadline - time.perf_counter()
+    if not whole:
+        budget = min(budget, preset.round_limit_s)
     if budget <= MIN_BUDGET_S:
         return None
-    deterministic_s = preset.lns_deterministic_s if preset.deterministic else None
+    deterministic_s = None
+    if preset.deterministic:
+        deterministic_s = preset.exact_deterministic_s if whole else preset.lns_deterministic_s
     return built.solve(parameters, budget, seed + round_no, deterministic_s)
 
 

@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
-from whale_opt.cpsat.cpmodel import (
-    MIN_BUDGET_S,
-    HoodResult,
-    NeighbourhoodModel,
-    freed_share,
-    solve_neighbourhood,
-)
+from whale_opt.cpsat.cpmodel import HoodResult, freed_share, solve_neighbourhood
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
@@ -152,14 +146,7 @@ def exact_round(
     hood = make_neighbourhood(
         instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
     )
-    if not hood.jobs:
-        return jobs, value, False
-    built = NeighbourhoodModel(hood)
-    budget = deadline - time.perf_counter()
-    if budget <= MIN_BUDGET_S:
-        return jobs, value, False
-    deterministic_s = preset.exact_deterministic_s if preset.deterministic else None
-    result = built.solve(parameters, budget, seed, deterministic_s)
+    result = solve_neighbourhood(hood, parameters, deadline, preset, 0, seed, whole=True)
     if result is None:
         return jobs, value, False
     stats.exact_s = result.solve_s
