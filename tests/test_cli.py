@@ -64,12 +64,13 @@ def test_validate_good_file_exits_0(name: str) -> None:
 
 
 def test_validate_many_files_reports_each_and_exits_2() -> None:
-    good, bad = DATA / "good-minimal.json", DATA / "bad-zero-gpus.json"
+    good, bad = DATA / "good-minimal.json", DATA / "bad-share-of-two-gpus.json"
     result = run("validate", good, bad, SMALL)
     assert result.exit_code == 2
     assert result.stdout.splitlines() == [f"ok  {good} (instance@1)", f"ok  {SMALL} (instance@1)"]
     assert result.stderr.splitlines() == [
-        f"error: {bad}: queue[0].gpus: must be >= 1 (got 0)",
+        f"error: {bad}: queue[0].gpu_milli: a share below 1000 is of one GPU: gpus must be 1,"
+        " got 2 (got 500)",
     ]
 
 

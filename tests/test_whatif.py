@@ -93,6 +93,6 @@ def test_cli_bad_input_exits_2(args: tuple[str, ...]) -> None:
 
 def test_add_job_file_errors_name_the_path(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"queue": [{"id": "x", "gpus": 0, "duration_s": 1}]}))
+    path.write_text(json.dumps({"queue": [{"id": "x", "gpus": -1, "duration_s": 1}]}))
     code, out = _run("whatif", str(SMALL), "--add-job", str(path))
     assert code == 2 and "queue[0].gpus" in out

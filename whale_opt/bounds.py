@@ -40,7 +40,7 @@ from ortools.graph.python import min_cost_flow
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import Instance, class_rank, tenant_guarantee
+from whale_opt.problem_data import MILLI, Instance, class_rank, tenant_guarantee
 from whale_opt.rules import held_by_tenant, preemptible_now
 
 _FOREVER = 2**62
@@ -58,6 +58,14 @@ def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
         if by_end is None:
             starts.append(math.inf)
             ends.append(math.inf)
+            continue
+        job = instance.queue[position]
+        if by_end.start > 0 and (job.shares or job.cpu_only):
+            # Planned by count, a share or CPU-only job may start later than it could:
+            # its earliest later start (1) keeps the bound valid.
+            shortest = instance.min_duration(position) or 0
+            starts.append(1.0)
+            ends.append(float(1 + shortest))
             continue
         by_start = by_end if by_end.start == 0 else timeline.best_placement(position, by_start=True)
         ends.append(float(by_end.end))
@@ -77,19 +85,20 @@ def earliest_end_bound(instance: Instance, ends: list[float] | None = None) -> f
 def _type_capacity(instance: Instance) -> dict[str, Profile]:
     """Per GPU type, free speed-weighted capacity over time (healthy minus running,
     none on draining nodes)."""
-    timeline = ClusterState(instance)
     capacity: dict[str, Profile] = {}
-    for node_pos, node in enumerate(instance.nodes):
+    for node in instance.nodes:
         if node.draining:
             continue
         speed = instance.gpu_types[node.gpu_type].speed
         profile = capacity.setdefault(node.gpu_type, Profile())
-        healthy = timeline.healthy_count(node_pos)
-        profile.add(0, _FOREVER, healthy * speed)
-        used = timeline.gpu_profile(node_pos)
-        for k, t in enumerate(used.times):
-            end = used.times[k + 1] if k + 1 < len(used.times) else _FOREVER
-            profile.add(t, end, -used.levels[k] * speed)
+        profile.add(0, _FOREVER, len(node.healthy_indices) * speed)
+    # A running share takes its fraction of a GPU: the rest of it is capacity too.
+    for job in instance.running:
+        for gpu in job.gpu_ids:
+            node = instance.nodes[instance.parse_gpu(gpu).node]
+            if not node.draining:
+                speed = instance.gpu_types[node.gpu_type].speed
+                capacity[node.gpu_type].add(0, job.remaining_s, -job.gpu_milli / MILLI * speed)
     return capacity
 
 
@@ -128,7 +137,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
         return outside
     work = {
         k: min(
-            instance.queue[k].gpu_count * d * instance.gpu_types[p].speed
+            instance.queue[k].gpu_amount * d * instance.gpu_types[p].speed
             for p, d in instance.durations[k].items()
         )
         for k in jobs
@@ -167,7 +176,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
         for p, duration in instance.durations[k].items():
             if p not in capacity:
                 continue  # no node of this type
-            rate = job.gpu_count * instance.gpu_types[p].speed / unit
+            rate = job.gpu_amount * instance.gpu_types[p].speed / unit
             t_eff = lo + duration / 2
             # Buckets before the release are empty; past the cut-off deferring is never dearer.
             keep = np.nonzero((grid[1:] > lo) & (t_eff < cutoff))[0]

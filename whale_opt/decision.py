@@ -58,8 +58,9 @@ class Status(enum.StrEnum):
 class JobDecision:
     """One job's action.
 
-    ``gpus`` for ``start``; ``nodes`` and ``node_gpus`` (GPUs per node, same
-    order) for ``planned``; ``reason`` for ``deferred`` and ``lost`` (what
+    ``gpus`` for ``start`` (several shares may name one GPU; a CPU-only job
+    names no GPU and its one node in ``nodes``); ``nodes`` and ``node_gpus``
+    (GPUs per node, same order) for ``planned``; ``reason`` for ``deferred`` and ``lost`` (what
     failed under a lost job); ``dropped`` the soft
     preferences its placement drops, as (preference, reason) pairs. Times are
     seconds from the instance's now.
@@ -120,6 +121,8 @@ class Decision:
 def job_nodes(item: JobDecision) -> tuple[str, ...]:
     """The node ids a started or planned job occupies, in first-use order."""
     if item.action is Action.START:
+        if not item.gpu_ids:
+            return item.nodes
         seen: dict[str, None] = {}
         for gpu in item.gpu_ids:
             seen.setdefault(gpu.rpartition("/")[0], None)
@@ -142,6 +145,8 @@ def placement_of(
             for gpu in item.gpu_ids:
                 ref = instance.parse_gpu(gpu)
                 masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
+            if not item.gpu_ids and item.nodes and item.nodes[0] in instance.node_index:
+                masks[instance.node_index[item.nodes[0]]] = 0  # CPU-only: its node, no GPU
             return {n: m.bit_count() for n, m in masks.items()}, masks
     except FieldError:
         return {}, None

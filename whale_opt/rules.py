@@ -100,11 +100,14 @@ def unreleased_plans(instance: Instance, items: Iterable[JobDecision]) -> dict[s
 
 
 def preemptible_now(instance: Instance, running_position: int) -> bool:
-    """Whether running job ``running_position`` may be preempted this round at all."""
+    """Whether running job ``running_position`` may be preempted this round at all
+    (whole-GPU jobs only: a share of a GPU or a CPU-only job is never preempted)."""
     job = instance.running[running_position]
     policy = instance.policy
     return (
         policy.allow_preemption
+        and not job.shares
+        and job.node is None
         and job.preemptible
         and instance.priority_classes[job.priority_class].preemptible
         and -job.started_at >= policy.min_run_s
@@ -125,8 +128,12 @@ def may_displace(
     """Whether starting ``job`` justifies preempting ``victim`` (``held``: GPUs per tenant now).
 
     A higher priority rank displaces a lower one; a job whose tenant, with
-    it, stays within its guarantee reclaims from a tenant above its own.
+    it, stays within its guarantee reclaims from a tenant above its own. A
+    share of a GPU or a CPU-only job displaces nothing (whole GPUs are what a
+    preemption frees).
     """
+    if job.shares or job.cpu_only:
+        return False
     if class_rank(instance, job) > class_rank(instance, victim):
         return True
     return (

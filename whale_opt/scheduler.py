@@ -59,7 +59,7 @@ class Placed:
     ``restore_s`` is the restart overhead the attempt began with (seconds of
     ``expected_end - started_at`` spent restoring, not computing);
     ``checkpoint_at`` the last checkpoint the caller reported during this
-    attempt (None: none reported).
+    attempt (None: none reported). ``node``: a CPU-only job's node (it holds no GPU).
     """
 
     job: QueuedJob
@@ -68,6 +68,7 @@ class Placed:
     expected_end: int
     restore_s: int = 0
     checkpoint_at: int | None = None
+    node: str | None = None
 
 
 class Scheduler:
@@ -140,7 +141,12 @@ class Scheduler:
 
     def _adopt(self, held: RunningJob, now: int) -> None:
         """A job running in the initial cluster: its attempt started at ``started_at``."""
-        gpu_type = self.template.nodes[self.template.parse_gpu(held.gpu_ids[0]).node].gpu_type
+        where = (
+            self.template.node_index[held.node]
+            if held.node is not None
+            else self.template.parse_gpu(held.gpu_ids[0]).node
+        )
+        gpu_type = self.template.nodes[where].gpu_type
         attempt_s = held.remaining_s - held.started_at  # on its GPU type
         spec = QueuedJob(
             id=held.id,
@@ -153,12 +159,18 @@ class Scheduler:
             submitted_at=now + held.started_at,
             preemptible=held.preemptible,
             priority_class=held.priority_class,
+            gpu_milli=held.gpu_milli,
         )
         saved = None if held.since_checkpoint_s is None else now - held.since_checkpoint_s
         self.work[held.id] = spec
         self.restore_s[held.id] = held.checkpoint_s
         self.running[held.id] = Placed(
-            spec, held.gpu_ids, now + held.started_at, now + held.remaining_s, checkpoint_at=saved
+            spec,
+            held.gpu_ids,
+            now + held.started_at,
+            now + held.remaining_s,
+            checkpoint_at=saved,
+            node=held.node,
         )
 
     # -- what happened -----------------------------------------------------------
@@ -299,6 +311,8 @@ class Scheduler:
                 preemptible=held.job.preemptible,
                 checkpoint_s=self.restore_s.get(job_id, 0),
                 priority_class=held.job.priority_class,
+                gpu_milli=held.job.gpu_milli,
+                node=held.node,
                 since_checkpoint_s=now - self.last_saved(job_id, now, held)
                 if self._known_checkpoints(held)
                 else None,
@@ -364,7 +378,10 @@ class Scheduler:
         for item in decision.by_action(Action.START):
             job = self.queue.pop(item.id)
             restore = self.restore_due.pop(item.id, 0)
-            self.running[item.id] = Placed(job, item.gpu_ids, now, now + (item.end_s or 0), restore)
+            node = item.nodes[0] if not item.gpu_ids and item.nodes else None  # CPU-only
+            self.running[item.id] = Placed(
+                job, item.gpu_ids, now, now + (item.end_s or 0), restore, node=node
+            )
 
 
 def _scaled(job: QueuedJob, fraction: float) -> QueuedJob:

@@ -219,6 +219,8 @@ def single_node(job: QueuedJob, topo: NodeTopology) -> bool:
 
 def node_can_host(job: QueuedJob, topo: NodeTopology) -> bool:
     """Whether ``topo``'s node, when empty, could hold its share of ``job``."""
+    if job.cpu_only:
+        return not topo.node.down
     if topo.healthy == 0:
         return False
     if job.topology == "nvlink" and job.gpu_count > topo.size:

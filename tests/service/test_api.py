@@ -35,11 +35,11 @@ def test_bad_input_is_422_with_path_and_value(
     client: TestClient, small_raw: dict[str, Any]
 ) -> None:
     bad = copy.deepcopy(small_raw)
-    bad["queue"][0]["gpus"] = 0
+    bad["queue"][0]["gpus"] = -1
     answer = client.post("/v1/solve", json=bad)
     assert answer.status_code == 422
     error = answer.json()["errors"][0]
-    assert error["path"] == "queue[0].gpus" and "got 0" in error["message"]
+    assert error["path"] == "queue[0].gpus" and "got -1" in error["message"]
     typo = copy.deepcopy(small_raw)
     typo["queue"][0]["gpu_types"] = ["H100-80X"]
     answer = client.post("/v1/check", json={"instance": typo, "decision": {}})

@@ -52,8 +52,8 @@ def test_fields_defaults_and_conversions(tmp_path: Path) -> None:
             "line 2: malformed JSON",
         ),
         (
-            '{"id": "a", "submit_s": 0, "gpus": 0, "duration_s": 60}\n',
-            "line 1: gpus: must be an integer >= 1 (got 0)",
+            '{"id": "a", "submit_s": 0, "gpus": 2, "gpu_milli": 500, "duration_s": 60}\n',
+            "line 1: gpu_milli: a share below 1000 is of one GPU: gpus must be 1, got 2 (got 500)",
         ),
         ('{"id": "a", "submit_s": 0, "gpus": "two", "duration_s": 60}\n', "line 1: gpus: must be"),
         (

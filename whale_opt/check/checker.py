@@ -15,6 +15,12 @@ Rules beyond FORMAT.md's wording, kept in one place here:
 - a job's GPUs are all of one GPU type;
 - ``planned`` jobs are checked by GPU *count* per node over time (no GPU
   ids are reserved for the future), with CPU, host memory and quotas;
+- GPU sharing: the shares (``gpu_milli``) on a GPU add up to at most 1000 at
+  every moment, and a whole-GPU job takes only a GPU no share is on. A GPU
+  with shares on it counts as one whole GPU of its node until its last share
+  ends; a planned share counts as its fraction of a GPU (as quotas count
+  every share). A CPU-only job (``gpus`` 0) names its one node and holds its
+  CPU and memory there;
 - a tenant already over quota through running jobs may keep them, but no
   started or planned job of that tenant may run while it is over;
 - the release rule of :mod:`whale_opt.rules`: a planned NVLink job on a node
@@ -39,7 +45,7 @@ from whale_opt.decision import (
     placement_of,
     planned_counts,
 )
-from whale_opt.problem_data import FieldError, Instance, QueuedJob
+from whale_opt.problem_data import MILLI, FieldError, Instance, QueuedJob
 from whale_opt.rules import preemption_problems, unreleased_plans
 from whale_opt.topology import node_topologies, nvlink_breaches, popcount
 
@@ -61,12 +67,14 @@ class Violation:
 
 @dataclass(frozen=True)
 class _Use:
-    """A job's hold on one node: GPUs, CPU, memory over [start, end)."""
+    """A job's hold on one node: GPUs (of the node's count, and of its tenant's
+    quota), CPU, memory over [start, end)."""
 
     job: str
     tenant: str
     node: int
-    gpus: int
+    gpus: float
+    quota: float
     cpu: float
     memory_gb: float
     start: int
@@ -82,6 +90,8 @@ class _Checker:
         self.violations: list[Violation] = []
         self.uses: list[_Use] = []
         self.held_now: dict[str, str] = {}
+        # shared GPU id -> (job, milli, end, new) of each share on it now
+        self.shares: dict[str, list[tuple[str, int, int, bool]]] = defaultdict(list)
 
     def flag(self, job: str | None, kind: str, message: str) -> None:
         self.violations.append(Violation(job, kind, message))
@@ -101,6 +111,7 @@ class _Checker:
                 self._draining_and_preferences(position, job, item)
             elif item.dropped:
                 self.flag(job.id, "preferences", f"is {item.action} yet reports dropped ones")
+        self._shared_gpus()
         self._capacity()
         self._planned_after_release()
         self._quotas()
@@ -124,18 +135,24 @@ class _Checker:
                 continue
             per_node: dict[int, int] = defaultdict(int)
             for gpu in job.gpu_ids:
-                self.held_now[gpu] = job.id
+                if job.shares:
+                    self.shares[gpu].append((job.id, job.gpu_milli, job.remaining_s, False))
+                else:
+                    self.held_now[gpu] = job.id
                 per_node[self.instance.parse_gpu(gpu).node] += 1
+            if job.node is not None:
+                per_node[self.instance.node_index[job.node]] = 0
             self._hold(
                 job.id,
                 job.tenant,
                 per_node,
-                len(job.gpu_ids),
                 job.cpu,
                 job.memory_gb,
                 0,
                 job.remaining_s,
                 new=False,
+                milli=job.gpu_milli,
+                counted=not job.shares,
             )
 
     def _hold(
@@ -143,19 +160,51 @@ class _Checker:
         job_id: str,
         tenant: str,
         per_node: dict[int, int],
-        total: int,
         cpu: float,
         memory_gb: float,
         start: int,
         end: int,
         *,
         new: bool,
+        milli: int = MILLI,
+        counted: bool = True,
     ) -> None:
+        """A job's use of each node: CPU and memory in proportion to its GPUs there
+        (a CPU-only job has one node); its GPUs count against the node's
+        unless ``counted`` is off (shares now: :meth:`_shared_gpus` counts them)."""
+        total = sum(per_node.values())
         for node, count in per_node.items():
-            share = count / total
+            share = count / total if total else 1.0
+            amount = count * milli / MILLI
             self.uses.append(
-                _Use(job_id, tenant, node, count, cpu * share, memory_gb * share, start, end, new)
+                _Use(
+                    job_id,
+                    tenant,
+                    node,
+                    amount if counted else 0.0,
+                    amount,
+                    cpu * share,
+                    memory_gb * share,
+                    start,
+                    end,
+                    new,
+                )
             )
+
+    def _shared_gpus(self) -> None:
+        """Shares on a GPU add up to at most 1000; the GPU counts whole on its node
+        until its last share ends."""
+        for gpu, shares in self.shares.items():
+            total = sum(milli for _, milli, _, _ in shares)
+            news = [job for job, _, _, new in shares if new]
+            if total > MILLI and news:
+                self.flag(
+                    news[-1], "gpu-share", f"shares on GPU {gpu} add up to {total} > {MILLI} milli"
+                )
+            node = self.instance.parse_gpu(gpu).node
+            end = max(end for _, _, end, _ in shares)
+            who = news[-1] if news else shares[0][0]
+            self.uses.append(_Use(who, "", node, 1.0, 0.0, 0.0, 0.0, 0, end, bool(news)))
 
     def _started(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """GPU ids valid, healthy, free, of one eligible type, in the job's topology."""
@@ -179,6 +228,12 @@ class _Checker:
             holder = self.held_now.get(gpu)
             if holder is not None:
                 self.flag(job.id, "gpu-twice", f"GPU {gpu} is already held by {holder}")
+            if job.shares:
+                self.shares[gpu].append((job.id, job.gpu_milli, item.end_s or 0, True))
+                continue
+            if gpu in self.shares:
+                sharers = ", ".join(j for j, _, _, _ in self.shares[gpu])
+                self.flag(job.id, "gpu-twice", f"GPU {gpu} is shared by {sharers}: not whole")
             self.held_now[gpu] = job.id
         if item.start_s != 0:
             self.flag(job.id, "start-time", f"a started job has start_s 0, got {item.start_s}")
@@ -187,6 +242,8 @@ class _Checker:
         for ref in refs:
             per_node[ref.node] += 1
             masks[ref.node] |= 1 << ref.index
+        if job.cpu_only and not self._cpu_only_node(job, item, per_node):
+            return
         gpu_type = self._one_type(position, job, list(per_node))
         if gpu_type is not None:
             self._end_time(position, job, item, 0, gpu_type)
@@ -195,13 +252,26 @@ class _Checker:
             job.id,
             job.tenant,
             per_node,
-            max(job.gpu_count, 1),
             job.cpu,
             job.memory_gb,
             0,
             item.end_s or 0,
             new=True,
+            milli=job.gpu_milli,
+            counted=not job.shares,
         )
+
+    def _cpu_only_node(self, job: QueuedJob, item: JobDecision, per_node: dict[int, int]) -> bool:
+        """A started CPU-only job names one known node that is up (added to
+        ``per_node``); False, flagged, when it does not."""
+        if len(item.nodes) != 1 or item.nodes[0] not in self.instance.node_index:
+            self.flag(job.id, "planned-nodes", f"a CPU-only start names one node, got {item.nodes}")
+            return False
+        node = self.instance.node_index[item.nodes[0]]
+        if self.instance.nodes[node].down:
+            self.flag(job.id, "failed-hardware", f"node {item.nodes[0]} is down")
+        per_node[node] = 0
+        return True
 
     def _planned(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """Known nodes of one eligible type, counts that add up, times in range."""
@@ -210,7 +280,8 @@ class _Checker:
             self.flag(job.id, "planned-nodes", f"names unknown or no nodes: {unknown}")
             return
         counts = planned_counts(item, job.gpu_count)
-        if len(counts) != len(item.nodes) or sum(counts) != job.gpu_count or min(counts) < 1:
+        fewest = 0 if job.cpu_only else 1
+        if len(counts) != len(item.nodes) or sum(counts) != job.gpu_count or min(counts) < fewest:
             self.flag(job.id, "gang", f"node_gpus {list(counts)} do not add up to {job.gpu_count}")
             return
         if len(set(item.nodes)) != len(item.nodes):
@@ -237,17 +308,19 @@ class _Checker:
                     f"node {topo.node.id} has {popcount(topo.healthy)} usable GPUs,"
                     f" {count} planned",
                 )
+        if job.cpu_only and len(per_node) != 1:
+            self.flag(job.id, "topology", f"a CPU-only job runs on one node, not {len(per_node)}")
         self._topology(job, per_node, None)
         self._hold(
             job.id,
             job.tenant,
             dict(per_node),
-            job.gpu_count,
             job.cpu,
             job.memory_gb,
             max(start, 0),
             item.end_s or 0,
             new=True,
+            milli=job.gpu_milli,
         )
 
     def _draining_and_preferences(self, position: int, job: QueuedJob, item: JobDecision) -> None:
@@ -351,7 +424,7 @@ class _Checker:
             tenant = self.instance.tenants.get(name)
             if tenant is None or tenant.gpu_quota is None:
                 continue
-            over = _first_overload(uses, lambda u: u.gpus, tenant.gpu_quota)
+            over = _first_overload(uses, lambda u: u.quota, tenant.gpu_quota)
             if over is not None:
                 used, when, who = over
                 self.flag(

@@ -30,7 +30,7 @@ from whale_opt.decision import JobDecision
 from whale_opt.placement.profile import INF
 from whale_opt.placement.records import Placement
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import MILLI, Instance
 from whale_opt.topology import (
     NodeTopology,
     bits,
@@ -43,6 +43,7 @@ from whale_opt.topology import (
 RELAXED_SETS = 2  # GPU sets that are not NVLink-connected offered to a job preferring NVLink
 MAX_SUBSETS = 2_000  # GPU subsets looked at per node when listing those sets
 MASKS_PER_NODE = 6  # NVLink-connected GPU sets offered per node to a job starting now
+FRESH_GPUS = 2  # free GPUs per node offered to a share starting now (free GPUs are alike)
 ALL_SETS = 70  # C(8, 4): every GPU set of one size on a node of 8 (exact rounds)
 
 
@@ -168,7 +169,9 @@ def free_job(
     if not eligible:
         return None
     size = {n: timeline.topology(n).size for n in eligible}
-    if job.topology == "nvlink" and job.gpu_count > 1:
+    if job.shares or job.cpu_only:
+        mode = Mode.SINGLE  # one GPU, or none: one node
+    elif job.topology == "nvlink" and job.gpu_count > 1:
         # One node where a node is big enough; else whole nodes of one size.
         if any(single_node(job, timeline.topology(n)) for n in eligible):
             mode = Mode.SINGLE
@@ -213,7 +216,12 @@ def free_job(
         item.node_size = timeline.topology(nodes[0]).size
     if shaped:
         _nvlink_shapes(instance, timeline, item, masks_per_node)
-    if mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
+    if job.shares:
+        # A whole round's model offers every free GPU (its proof must cover them all).
+        fresh = FRESH_GPUS if masks_per_node < ALL_SETS else None
+        for n in nodes:
+            item.now_masks[n] = share_gpus(timeline, n, job.gpu_milli, fresh)
+    elif mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
         for n in nodes:
             topo = timeline.topology(n)
             free = timeline.free_mask(n)
@@ -233,6 +241,21 @@ def free_job(
     item.now_masks = {n: masks for n, masks in item.now_masks.items() if masks}
     _price(instance, item)
     return item
+
+
+def share_gpus(
+    timeline: ClusterState, node: int, milli: int, fresh: int | None = FRESH_GPUS
+) -> list[int]:
+    """One-GPU masks a share of ``milli`` may start on now on ``node``: every shared
+    GPU with room, and the first ``fresh`` free ones (None: all)."""
+    masks = [
+        1 << index
+        for index, (used, _) in sorted(timeline.shares_now(node).items())
+        if used + milli <= MILLI
+    ]
+    free = timeline.free_mask(node)
+    masks += [1 << index for index in itertools.islice(bits(free), fresh)]
+    return masks
 
 
 def _earliest_nodes(

@@ -18,8 +18,10 @@ from collections.abc import Iterator
 from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
+from whale_opt.cpsat.shares import ShareGpus
 from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.placement.profile import Profile
+from whale_opt.problem_data import MILLI
 from whale_opt.topology import bits, needs_nvlink, popcount
 
 CPU_SCALE = 1000  # millicores
@@ -37,6 +39,9 @@ class Constraints:
         self.vars = variables
         # (node, GPU index) -> exact-set literals that take that GPU now
         self.takers: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        self.shares = ShareGpus(model, hood)
+        # node -> intervals over which GPUs that freed shares open count whole
+        self.opened: dict[int, Uses] = {}
 
     def add_constraints(self) -> None:
         """All families, in order."""
@@ -125,6 +130,9 @@ class Constraints:
         timeline = self.hood.timeline
         for item, v in self._pairs():
             job = self.hood.instance.queue[item.position]
+            if job.shares:
+                self._share_now(item, v)
+                continue
             linked = needs_nvlink(job) or prices_nvlink(self.hood.instance, item.position)
             for n, lit in v.on_node.items():
                 masks = item.now_masks.get(n)
@@ -148,6 +156,21 @@ class Constraints:
         for lits in self.takers.values():
             if len(lits) > 1:
                 m.add_at_most_one(lits)
+        self.opened = self.shares.constrain(self.takers)
+
+    def _share_now(self, item: FreeJob, v: JobVars) -> None:
+        """A share started now on a node takes one GPU of its list there (:mod:`.shares`)."""
+        instance = self.hood.instance
+        job = instance.queue[item.position]
+        for n, lit in v.on_node.items():
+            masks = item.now_masks.get(n)
+            if not masks:
+                self.model.add_bool_or([lit.Not(), v.now.Not()])  # no GPU with room now
+                continue
+            self.model.add(sum(v.mask[n]) == self._here_now(lit, v.now))
+            duration = item.durations[instance.nodes[n].gpu_type]
+            for mask, mask_lit in zip(masks, v.mask[n], strict=True):
+                self.shares.add(n, mask.bit_length() - 1, mask_lit, job.gpu_milli, duration)
 
     def _nvlink_shapes(self) -> None:
         """A spread job counts as NVLink-shaped only on one node that can link all its
@@ -221,28 +244,37 @@ class Constraints:
             m.add_bool_or(reasons)
 
     def _node_capacity(self) -> None:
-        """Per node, GPUs, CPU and host memory over time stay within its capacity."""
+        """Per node, GPUs, CPU and host memory over time stay within its capacity (GPUs
+        in milli-GPUs on nodes where a freed share may go)."""
         instance = self.hood.instance
         timeline = self.hood.timeline
         gpu_use: dict[int, Uses] = defaultdict(list)
         cpu_use: dict[int, Uses] = defaultdict(list)
         mem_use: dict[int, Uses] = defaultdict(list)
+        milli_nodes = set(self.opened) | {n for _, v in self._pairs() for n in v.planned}
+        for n, uses in self.opened.items():
+            gpu_use[n].extend(uses)
         for item, v in self._pairs():
             job = instance.queue[item.position]
             for n, interval in v.interval.items():
+                k = MILLI if n in milli_nodes else 1
                 gpus: cp_model.LinearExprT
                 cpu: cp_model.LinearExprT
                 mem: cp_model.LinearExprT
                 if item.mode is Mode.SPREAD:
-                    gpus = v.count[n]
+                    gpus = v.count[n] * k
                     cpu = v.count[n] * _per_gpu(job.cpu, job.gpu_count, CPU_SCALE)
                     mem = v.count[n] * _per_gpu(job.memory_gb, job.gpu_count, MEMORY_SCALE)
                 else:
                     share = item.node_size if item.mode is Mode.GANG else job.gpu_count
-                    gpus = share
-                    cpu = _ceil(job.cpu * share / job.gpu_count * CPU_SCALE)
-                    mem = _ceil(job.memory_gb * share / job.gpu_count * MEMORY_SCALE)
-                gpu_use[n].append((interval, gpus))
+                    gpus = share * k
+                    part = share / job.gpu_count if job.gpu_count else 1.0  # CPU-only: one node
+                    cpu = _ceil(job.cpu * part * CPU_SCALE)
+                    mem = _ceil(job.memory_gb * part * MEMORY_SCALE)
+                if job.shares:
+                    gpu_use[n].append((v.planned[n], job.gpu_milli))
+                elif job.gpu_count:
+                    gpu_use[n].append((interval, gpus))
                 if job.cpu:
                     cpu_use[n].append((interval, cpu))
                 if job.memory_gb:
@@ -253,14 +285,16 @@ class Constraints:
             held = instance.running[victim.position]
             for n, mask in victim.gpus.items():
                 part = popcount(mask) / len(held.gpu_ids)
-                gpu_use[n].append((w.interval[n], popcount(mask)))
+                k = MILLI if n in milli_nodes else 1
+                gpu_use[n].append((w.interval[n], popcount(mask) * k))
                 if held.cpu:
                     cpu_use[n].append((w.interval[n], _ceil(held.cpu * part * CPU_SCALE)))
                 if held.memory_gb:
                     mem_use[n].append((w.interval[n], _ceil(held.memory_gb * part * MEMORY_SCALE)))
         for n, uses in gpu_use.items():
             rec = instance.nodes[n]
-            self._cumulative(timeline.gpu_profile(n), 1, timeline.healthy_count(n), uses)
+            k = MILLI if n in milli_nodes else 1
+            self._cumulative(timeline.gpu_profile(n), k, timeline.healthy_count(n) * k, uses)
             if cpu_use[n]:
                 self._cumulative(
                     timeline.cpu_profile(n), CPU_SCALE, int(rec.cpu * CPU_SCALE), cpu_use[n]
@@ -287,9 +321,9 @@ class Constraints:
         for gpu_type, nodes in nodes_of.items():
             uses: Uses = []
             for item, v in self._pairs():
-                if gpu_type not in v.on_type:
-                    continue
                 job = instance.queue[item.position]
+                if gpu_type not in v.on_type or job.shares or job.cpu_only:
+                    continue  # leaving a use out keeps a redundant cumulative valid
                 interval = self.model.new_optional_fixed_size_interval_var(
                     v.start, item.durations[gpu_type], v.on_type[gpu_type], ""
                 )
@@ -338,22 +372,30 @@ class Constraints:
         for name, tenant in instance.tenants.items():
             if tenant.gpu_quota is None:
                 continue
+            mine = [
+                (item, v)
+                for item, v in self._pairs()
+                if instance.queue[item.position].tenant == name
+            ]
+            # Shares count their fraction: milli-GPUs where the tenant has a freed one.
+            k = MILLI if any(instance.queue[item.position].shares for item, _ in mine) else 1
             uses: Uses = []
-            for item, v in self._pairs():
+            for item, v in mine:
                 job = instance.queue[item.position]
-                if job.tenant != name:
-                    continue
                 for n, interval in v.interval.items():
-                    if item.mode is Mode.SPREAD:
-                        uses.append((interval, v.count[n]))
-                    else:
-                        uses.append((interval, item.node_size or job.gpu_count))
+                    if job.shares:
+                        uses.append((interval, job.gpu_milli))
+                    elif item.mode is Mode.SPREAD:
+                        uses.append((interval, v.count[n] * k))
+                    elif job.gpu_count:
+                        uses.append((interval, (item.node_size or job.gpu_count) * k))
             for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
                 held = instance.running[victim.position]
                 if held.tenant == name and not victim.forced:
-                    uses.append((next(iter(w.interval.values())), len(held.gpu_ids)))
+                    uses.append((next(iter(w.interval.values())), len(held.gpu_ids) * k))
             if uses:
-                self._cumulative(self.hood.timeline.tenant_profile(name), 1, tenant.gpu_quota, uses)
+                profile = self.hood.timeline.tenant_profile(name)
+                self._cumulative(profile, k, tenant.gpu_quota * k, uses)
 
     def _zone_preference(self) -> None:
         """``outside`` is set when any chosen node lies outside the preferred zone."""
@@ -373,7 +415,8 @@ class Constraints:
                 continue
             for n, mask in victim.gpus.items():
                 for index in bits(mask):
-                    for lit in self.takers.get((n, index), ()):
+                    shares = [lit for lit, _, _ in self.shares.takers.get((n, index), ())]
+                    for lit in [*self.takers.get((n, index), ()), *shares]:
                         self.model.add_implication(lit, w.kept.Not())
 
     def _preemptions_justified(self) -> None:
@@ -412,6 +455,12 @@ class Constraints:
         for (index, n), lits in count_users.items():
             mask = victims[index].gpus[n]
             taken = [lit for i in bits(mask) for lit in self.takers.get((n, i), ())]
+            for i in bits(mask):  # a GPU a freed share takes is taken, however many share it
+                shares = [lit for lit, _, _ in self.shares.takers.get((n, i), ())]
+                if shares:
+                    opened = m.new_bool_var("")
+                    m.add_max_equality(opened, shares)
+                    taken.append(opened)
             m.add(sum(lits) + sum(taken) <= popcount(mask))
         for index, w in enumerate(self.vars.victims):
             if by_victim[index]:

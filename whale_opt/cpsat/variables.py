@@ -21,7 +21,10 @@ class JobVars:
     prices NVLink has ``shaped`` (its placement is NVLink-shaped), through
     ``shape_node[n]`` (all on node ``n``) or ``shape_gang[(size, rack)]``.
     ``by_mask`` / ``by_count[(victim, node)]``: it starts now on that node on
-    one of the victim's GPUs, through an exact set / a GPU count.
+    one of the victim's GPUs, through an exact set / a GPU count. A share of a
+    GPU planned later on node ``n`` counts its fraction of a GPU there through
+    ``planned[n]`` (present when on ``n`` and not now); started now, through
+    the GPU it takes (``mask[n]``: one-GPU sets).
     """
 
     start: cp_model.IntVar
@@ -39,6 +42,7 @@ class JobVars:
     shape_gang: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
     by_mask: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
     by_count: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
+    planned: dict[int, cp_model.IntervalVar] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,6 +82,14 @@ class Variables:
             if item.mode is Mode.SPREAD:
                 v.count[n] = m.new_int_var(
                     0, min(job.gpu_count, node.gpu_count), f"count_{tag}_{n}"
+                )
+        if job.shares:
+            for n, lit in v.on_node.items():
+                later = m.new_bool_var(f"later_{tag}_{n}")
+                m.add_bool_and([lit, v.now.Not()]).only_enforce_if(later)
+                m.add_bool_or([lit.Not(), v.now, later])
+                v.planned[n] = m.new_optional_fixed_size_interval_var(
+                    v.start, item.durations[instance.nodes[n].gpu_type], later, f"plan_{tag}_{n}"
                 )
         if item.mode is Mode.GANG or (item.mode is Mode.SPREAD and job.topology == "rack"):
             for rack in sorted({instance.nodes[n].rack for n in item.nodes}):

@@ -98,6 +98,8 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
             memory_gb=queued[item.id].memory_gb,
             weight=queued[item.id].weight,
             priority_class=queued[item.id].priority_class,
+            gpu_milli=queued[item.id].gpu_milli,
+            node=None if item.gpu_ids else item.nodes[0],
         )
         for item in decision.by_action(Action.START)
         if item.id != skip and item.id in queued

@@ -40,6 +40,8 @@ def _job_dict(item: JobDecision) -> dict[str, Any]:
     if item.action is Action.PLANNED:
         out["nodes"] = list(item.nodes)
         out["node_gpus"] = list(item.node_gpus)
+    elif item.nodes:  # a CPU-only job started: its node, as it holds no GPU
+        out["nodes"] = list(item.nodes)
     if item.reason is not None:
         out["reason"] = item.reason
     if item.dropped:

@@ -261,6 +261,8 @@ def _running_dict(job: RunningJob) -> dict[str, Any]:
         **(
             {} if job.since_checkpoint_s is None else {"since_checkpoint_s": job.since_checkpoint_s}
         ),
+        **({} if not job.shares else {"gpu_milli": job.gpu_milli}),
+        **({} if job.node is None else {"node": job.node}),
     }
 
 
@@ -294,6 +296,8 @@ def _queued_dict(job: QueuedJob) -> dict[str, Any]:
         out["preferred_gpu_types"] = list(job.preferred_gpu_types)
     if job.prefer_nvlink:
         out["prefer_nvlink"] = True
+    if job.shares:
+        out["gpu_milli"] = job.gpu_milli
     return out
 
 

@@ -32,6 +32,14 @@ class Occupancy(Protocol):
 
     def free_mask(self, node: int) -> int: ...
 
+    def free_count(self, node: int) -> int: ...
+
+    def healthy_count(self, node: int) -> int: ...
+
+    def shares_now(self, node: int) -> dict[int, tuple[int, int]]: ...
+
+    def gpu_peak(self, node: int, start: int, end: int) -> float: ...
+
     def free_counts(self) -> np.ndarray: ...
 
     def first_end_at(self, node: int) -> float: ...
@@ -51,7 +59,13 @@ class Occupancy(Protocol):
     ) -> list[NodeGroup]: ...
 
     def part_fit(
-        self, node: int, start: int, duration: int, gpus: int, job: QueuedJob, give_up: float = INF
+        self,
+        node: int,
+        start: int,
+        duration: int,
+        gpus: float,
+        job: QueuedJob,
+        give_up: float = INF,
     ) -> float: ...
 
     def quota_fit(

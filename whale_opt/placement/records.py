@@ -28,7 +28,11 @@ def to_job_decision(instance: Instance, position: int, placement: Placement) -> 
         gpus: tuple[str, ...] = ()
         for node, mask in zip(placement.nodes, placement.masks, strict=True):
             gpus += mask_to_ids(instance.nodes[node], mask)
-        return JobDecision(job.id, Action.START, gpu_ids=gpus, start_s=0, end_s=placement.end)
+        # A CPU-only job holds no GPU: its decision names its node.
+        nodes = () if gpus else (instance.nodes[placement.nodes[0]].id,)
+        return JobDecision(
+            job.id, Action.START, gpu_ids=gpus, start_s=0, end_s=placement.end, nodes=nodes
+        )
     return JobDecision(
         job.id,
         Action.PLANNED,
@@ -46,6 +50,8 @@ def to_placement(instance: Instance, position: int, item: JobDecision) -> Placem
         for gpu in item.gpu_ids:
             ref = instance.parse_gpu(gpu)
             masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
+        if not item.gpu_ids:
+            masks[instance.node_index[item.nodes[0]]] = 0  # CPU-only: its node
         nodes = tuple(masks)
         gpu_type = instance.nodes[nodes[0]].gpu_type
         counts = tuple(m.bit_count() for m in masks.values())

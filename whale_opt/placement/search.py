@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from whale_opt.placement import fitting
+from whale_opt.placement import fitting, sharing
 from whale_opt.placement.occupancy import NodeGroup, Occupancy
 from whale_opt.placement.pricing import penalty_s, priced_preferences, tries
 from whale_opt.placement.records import Placement
@@ -174,6 +174,10 @@ class PlacementSearch:
     def _type_placements(
         self, state: Occupancy, job: QueuedJob, duration: int, group: NodeGroup, horizon: int
     ) -> list[Placement]:
+        if job.cpu_only:
+            return sharing.cpu_only(state, job, duration, group, horizon)
+        if job.shares:
+            return sharing.shared_gpu(state, job, duration, group, horizon)
         if single_node(job, state.topology(group.nodes[0])):
             return fitting.single_node(
                 state,

@@ -24,7 +24,7 @@ preference and rules); :meth:`ClusterState.best_placement` asks it.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.profile import EPS, INF, Profile
 from whale_opt.placement.records import Placement
 from whale_opt.placement.search import PlacementSearch
-from whale_opt.problem_data import Instance, QueuedJob, RunningJob
+from whale_opt.problem_data import MILLI, Instance, QueuedJob, RunningJob
 from whale_opt.topology import NodeTopology, node_topologies, popcount
 
 _DEFAULT_SEARCH = PlacementSearch()
@@ -63,14 +63,20 @@ class ClusterState:
         self._tenant_use: dict[str, Profile] = {}
         # Usage of tenants without a quota, not yet added to their profiles (nothing
         # fits against those: they are built when read).
-        self._tenant_later: dict[str, list[tuple[int, int, int]]] = {}
+        self._tenant_later: dict[str, list[tuple[int, int, float]]] = {}
         self._eligibility = Eligibility(instance, self._topologies)
         self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
         self._first_end = np.full(n, INF)  # first end of any job on the node
-        self._quota_memo: dict[tuple[str, int, int, int], float] = {}
+        self._quota_memo: dict[tuple[str, float, int, int], float] = {}
         self._index = FreeIndex([popcount(t.healthy) for t in self._topologies], self._gpu_use)
+        # Shared GPUs, per node: GPU index -> (milli in use now, end of its last share)
+        self._shares: list[dict[int, tuple[int, int]]] = [{} for _ in range(n)]
+        self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
         for job in instance.running:
             if job.id in preempted:
+                continue
+            if job.shares or job.node is not None:
+                self._hold_share_or_host(job)
                 continue
             per_node: dict[int, int] = {}
             for gpu in job.gpu_ids:
@@ -81,6 +87,17 @@ class ClusterState:
                 job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
             )
         self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
+
+    def _hold_share_or_host(self, job: RunningJob) -> None:
+        """A running share of one GPU, or a running CPU-only job, held until it ends."""
+        if job.node is not None:
+            node = self._instance.node_index[job.node]
+            self._occupy(job.tenant, {node: 0}, 0, job.cpu, job.memory_gb, 0, job.remaining_s)
+            return
+        ref = self._instance.parse_gpu(job.gpu_ids[0])
+        self._take_share(
+            ref.node, ref.index, job.gpu_milli, job.remaining_s, job.tenant, job.cpu, job.memory_gb
+        )
 
     def copy(self) -> ClusterState:
         """An independent copy (topologies, search and eligibility shared: they never change)."""
@@ -100,6 +117,7 @@ class ClusterState:
         twin._quota_memo = {}
         twin._index = self._index.copy(twin._gpu_use)
         twin._free_count = self._free_count.copy()
+        twin._shares = [dict(shares) for shares in self._shares]
         return twin
 
     # -- reading -------------------------------------------------------------
@@ -126,6 +144,11 @@ class ClusterState:
         """The GPUs of ``node`` free right now, as a bit mask (never failed ones)."""
         return self._free_now[node]
 
+    def shares_now(self, node: int) -> dict[int, tuple[int, int]]:
+        """The shared GPUs of ``node``: index -> (milli in use now, end of its last
+        share); a shared GPU is not free, and counts whole until that end (read only)."""
+        return self._shares[node]
+
     def free_count(self, node: int) -> int:
         """How many GPUs of ``node`` are free right now."""
         return popcount(self._free_now[node])
@@ -150,6 +173,10 @@ class ClusterState:
         """Free GPU intervals of every node over time, as arrays (see
         :class:`~whale_opt.placement.index.FreeIndex`; read only)."""
         return self._index
+
+    def gpu_peak(self, node: int, start: int, end: int) -> float:
+        """Most GPUs in use on ``node`` at once on [start, end)."""
+        return self._gpu_use[node].peak(start, end)
 
     def gpu_profile(self, node: int) -> Profile:
         """GPUs in use on ``node`` over time (a copy)."""
@@ -207,17 +234,50 @@ class ClusterState:
         """Record ``placement`` of queued job ``position``: a start takes its exact
         GPUs now, and every placement its counts, CPU and memory until its end."""
         job = self._instance.queue[position]
+        if job.shares and placement.start == 0:
+            index = placement.masks[0].bit_length() - 1
+            self._take_share(
+                placement.nodes[0],
+                index,
+                job.gpu_milli,
+                placement.end,
+                job.tenant,
+                job.cpu,
+                job.memory_gb,
+            )
+            return
         for node, mask in zip(placement.nodes, placement.masks, strict=False):
             self.take_now(node, mask)
+        # A planned share counts as its fraction of a GPU (no GPU is reserved by id).
+        amount = job.gpu_milli / MILLI
         self._occupy(
             job.tenant,
-            dict(zip(placement.nodes, placement.counts, strict=True)),
-            job.gpu_count,
+            {n: c * amount for n, c in zip(placement.nodes, placement.counts, strict=True)},
+            job.gpu_amount,
             job.cpu,
             job.memory_gb,
             placement.start,
             placement.end,
         )
+
+    def _take_share(
+        self,
+        node: int,
+        index: int,
+        milli: int,
+        end: int,
+        tenant: str,
+        cpu: float,
+        memory_gb: float,
+    ) -> None:
+        """A share of GPU ``index`` of ``node`` from now until ``end``: the GPU is no
+        longer free now, and counts whole until its last share ends."""
+        used, last = self._shares[node].get(index, (0, 0))
+        self._shares[node][index] = (used + milli, max(last, end))
+        self.take_now(node, 1 << index)
+        if end > last:
+            self._gpu_use[node].add(last, end, 1)
+        self._occupy(tenant, {node: 0}, milli / MILLI, cpu, memory_gb, 0, end)
 
     def take_now(self, node: int, mask: int) -> None:
         """Mark the GPUs ``mask`` of ``node`` busy right now, and nothing over time
@@ -228,21 +288,26 @@ class ClusterState:
     def _occupy(
         self,
         tenant: str,
-        per_node: dict[int, int],
-        total: int,
+        per_node: Mapping[int, float],
+        total: float,
         cpu: float,
         memory_gb: float,
         start: int,
         end: int,
     ) -> None:
+        """``per_node`` GPUs (``total`` in all, for the tenant's quota) with CPU and
+        memory in proportion, on [start, end); a node given 0 GPUs (a CPU-only
+        job, a share counted by :meth:`_take_share`) takes all of them."""
+        gpus = sum(per_node.values())
         for node, count in per_node.items():
             self._gpu_use[node].add(start, end, count)
             self._index.touch(node)
             self._first_free[node] = {}
             if 0 < end < self._first_end[node]:
                 self._first_end[node] = end
-            self._cpu_use[node].add(start, end, cpu * count / total)
-            self._mem_use[node].add(start, end, memory_gb * count / total)
+            part = count / gpus if gpus else 1.0
+            self._cpu_use[node].add(start, end, cpu * part)
+            self._mem_use[node].add(start, end, memory_gb * part)
         quota = self._instance.tenants.get(tenant)
         if quota is None or quota.gpu_quota is None:
             self._tenant_later.setdefault(tenant, []).append((start, end, total))
@@ -266,7 +331,7 @@ class ClusterState:
         node: int,
         start: int,
         duration: int,
-        gpus: int,
+        gpus: float,
         job: QueuedJob,
         give_up: float = INF,
     ) -> float:
@@ -275,7 +340,7 @@ class ClusterState:
         ``give_up``. Counts only: which GPUs are free now is not asked."""
         node_rec = self._instance.nodes[node]
         limit = popcount(self._topologies[node].healthy)
-        share = gpus / job.gpu_count
+        share = gpus / job.gpu_count if job.gpu_count > 1 else 1.0
         t: float = start
         while t <= give_up and t < INF:
             t0 = int(t)
@@ -300,11 +365,11 @@ class ClusterState:
             return start
         # Many nodes ask the same question of the tenant's profile: remember answers
         # until the next commit changes it.
-        key = (job.tenant, job.gpu_count, duration, int(start))
+        key = (job.tenant, job.gpu_amount, duration, int(start))
         found = self._quota_memo.get(key)
         if found is None:
             found = self._tenant(job.tenant).earliest(
-                int(start), duration, job.gpu_count, quota.gpu_quota
+                int(start), duration, job.gpu_amount, quota.gpu_quota
             )
             self._quota_memo[key] = found
         return found if found <= give_up else INF
@@ -343,7 +408,7 @@ class ClusterState:
         t: float = start
         while t <= give_up and t < INF:
             t0 = t
-            t = self.part_fit(node, int(t), duration, job.gpu_count, job, give_up)
+            t = self.part_fit(node, int(t), duration, job.gpu_amount, job, give_up)
             t = self.quota_fit(job, t, duration, give_up)
             if t == t0:
                 return t

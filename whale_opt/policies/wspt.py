@@ -20,10 +20,10 @@ from whale_opt.problem_data import Instance
 
 
 def smith_ratio(instance: Instance, position: int) -> float:
-    """Effective weight / (GPUs x shortest duration) of job ``position`` (0: unservable)."""
-    shortest = instance.min_duration(position)
-    job = instance.queue[position]
-    return 0.0 if shortest is None else instance.weights[position] / (job.gpu_count * shortest)
+    """Effective weight / (GPUs x shortest duration) of job ``position`` (0: unservable;
+    see :meth:`~whale_opt.problem_data.Instance.gpu_area`)."""
+    area = instance.gpu_area(position)
+    return 0.0 if area is None else instance.weights[position] / area
 
 
 def wspt_order(instance: Instance) -> list[int]:

@@ -14,6 +14,7 @@ from here.
 from whale_opt.problem_data.fields import FROM_POLICY as FROM_POLICY
 from whale_opt.problem_data.fields import FieldError as FieldError
 from whale_opt.problem_data.instance import OVERDUE_LIFT as OVERDUE_LIFT
+from whale_opt.problem_data.instance import SHARED as SHARED
 from whale_opt.problem_data.instance import Instance as Instance
 from whale_opt.problem_data.instance import class_rank as class_rank
 from whale_opt.problem_data.instance import hardware_failure as hardware_failure
@@ -28,6 +29,7 @@ from whale_opt.problem_data.records import DEFAULT_CLASS as DEFAULT_CLASS
 from whale_opt.problem_data.records import DEFAULT_HORIZON_S as DEFAULT_HORIZON_S
 from whale_opt.problem_data.records import DEFAULT_MAX_WAIT_S as DEFAULT_MAX_WAIT_S
 from whale_opt.problem_data.records import DEFAULT_PRIORITY_CLASSES as DEFAULT_PRIORITY_CLASSES
+from whale_opt.problem_data.records import MILLI as MILLI
 from whale_opt.problem_data.records import NVLINK_LAYOUTS as NVLINK_LAYOUTS
 from whale_opt.problem_data.records import TOPOLOGIES as TOPOLOGIES
 from whale_opt.problem_data.records import GpuRef as GpuRef

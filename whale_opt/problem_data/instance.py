@@ -15,6 +15,7 @@ from typing import Any
 from whale_opt.problem_data.fields import _ident, _require
 from whale_opt.problem_data.records import (
     DEFAULT_PRIORITY_CLASSES,
+    MILLI,
     GpuRef,
     GpuType,
     Node,
@@ -24,6 +25,9 @@ from whale_opt.problem_data.records import (
     RunningJob,
     Tenant,
 )
+
+# ``Instance.gpu_owner`` of a GPU that running jobs share.
+SHARED = "<shared>"
 
 OVERDUE_LIFT = 2.0
 """An overdue job's Smith ratio is lifted to this many times the largest ratio
@@ -141,10 +145,7 @@ class Instance:
     def _lift_overdue(self) -> tuple[float, ...]:
         """Effective weights, overdue jobs' raised to dominate (see the class docstring)."""
         weights = [self._effective_weight(job) for job in self.queue]
-        area = [
-            None if (shortest := self.min_duration(k)) is None else job.gpu_count * shortest
-            for k, job in enumerate(self.queue)
-        ]
+        area = [self.gpu_area(k) for k in range(len(self.queue))]
         largest = max(
             (
                 weights[k] / size
@@ -167,11 +168,23 @@ class Instance:
         )
 
     def _check_running(self) -> dict[str, str]:
+        """Unique ids; GPUs that exist, work, and are held whole by one job or
+        shared by jobs whose shares add up to at most one GPU (owner: SHARED)."""
         owner: dict[str, str] = {}
+        shared: dict[str, int] = {}
         seen: set[str] = set()
         for k, job in enumerate(self.running):
             _require(job.id not in seen, f"running[{k}].id", job.id, "duplicate job id")
             seen.add(job.id)
+            if job.node is not None:
+                path = f"running[{k}].node"
+                _require(job.node in self.node_index, path, job.node, "is not a node")
+                _require(
+                    not self.nodes[self.node_index[job.node]].down,
+                    path,
+                    job.node,
+                    "is down: a job running there is lost, not running",
+                )
             for g, gpu in enumerate(job.gpu_ids):
                 path = f"running[{k}].gpus[{g}]"
                 ref = self.parse_gpu(gpu, path)
@@ -182,6 +195,22 @@ class Instance:
                     gpu,
                     "is on failed hardware: the job is lost (Instance.lost), not running",
                 )
+                if job.shares:
+                    _require(
+                        owner.get(gpu, SHARED) == SHARED,
+                        path,
+                        gpu,
+                        f"is held whole by {owner.get(gpu)}: no share fits beside it",
+                    )
+                    shared[gpu] = shared.get(gpu, 0) + job.gpu_milli
+                    _require(
+                        shared[gpu] <= MILLI,
+                        f"running[{k}].gpu_milli",
+                        job.gpu_milli,
+                        f"shares of GPU {gpu} add up to {shared[gpu]} > {MILLI}",
+                    )
+                    owner[gpu] = SHARED
+                    continue
                 _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
                 owner[gpu] = job.id
             self._check_class(f"running[{k}].priority_class", job.priority_class)
@@ -247,7 +276,9 @@ class Instance:
                 if name in by_type:
                     job_durations[name] = by_type[name]
                 elif job.duration_s is not None:
-                    job_durations[name] = math.ceil(job.duration_s / gpu_type.speed)
+                    # A CPU-only job runs as long on any node: GPU speed is not its pace.
+                    speed = 1.0 if job.cpu_only else gpu_type.speed
+                    job_durations[name] = math.ceil(job.duration_s / speed)
                 else:
                     continue  # no duration known on this type: not eligible
                 types.append(name)
@@ -297,6 +328,14 @@ class Instance:
         """Shortest duration of queued job ``position`` over its eligible types."""
         values = self.durations[position].values()
         return min(values) if values else None
+
+    def gpu_area(self, position: int) -> float | None:
+        """GPU-seconds queued job ``position`` takes at least (a share counts as its
+        fraction, a CPU-only job as one milli-GPU); None when no type can run it."""
+        shortest = self.min_duration(position)
+        if shortest is None:
+            return None
+        return max(self.queue[position].gpu_amount, 1 / MILLI) * shortest
 
     def deferred_cost_end(self, position: int) -> int:
         """The end time a deferred job is priced at: horizon + its shortest duration."""

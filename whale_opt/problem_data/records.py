@@ -30,6 +30,8 @@ DEFAULT_CLASS = "training"
 DEFAULT_MAX_WAIT_S = 86_400  # 24 h
 DEFAULT_BEST_EFFORT_MAX_WAIT_S = 259_200  # 72 h
 DEFAULT_AGING_PER_HOUR = 0.05  # weight x 2.2 after 24 h
+# A GPU is 1000 milli-GPUs; a job asking fewer shares its one GPU with others.
+MILLI = 1000
 
 
 @dataclass(frozen=True)
@@ -143,11 +145,27 @@ class RunningJob:
     checkpoint_s: int = 0
     priority_class: str = DEFAULT_CLASS
     since_checkpoint_s: int | None = None
+    gpu_milli: int = MILLI
+    node: str | None = None
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
         _ident("tenant", self.tenant)
-        _require(len(self.gpu_ids) >= 1, "gpus", list(self.gpu_ids), "must hold at least one GPU")
+        _require(
+            len(self.gpu_ids) >= 1 or self.node is not None,
+            "gpus",
+            list(self.gpu_ids),
+            "must hold at least one GPU (a CPU-only job names its node instead)",
+        )
+        _require(
+            not (self.gpu_ids and self.node is not None),
+            "node",
+            self.node,
+            "is only for a CPU-only job (gpus: []); a GPU job's node is in its GPU ids",
+        )
+        if self.node is not None:
+            _ident("node", self.node)
+        _milli(self.gpu_milli, len(self.gpu_ids))
         _require(
             len(set(self.gpu_ids)) == len(self.gpu_ids),
             "gpus",
@@ -181,6 +199,16 @@ class RunningJob:
         )
 
     @property
+    def shares(self) -> bool:
+        """Whether the job holds a share of one GPU, not whole GPUs."""
+        return self.gpu_milli < MILLI
+
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs the job holds, a share counting as its fraction (quotas count this)."""
+        return len(self.gpu_ids) * self.gpu_milli / MILLI
+
+    @property
     def lost_on_preempt_s(self) -> int:
         """Work (seconds) a preemption now throws away: since the last checkpoint."""
         if self.since_checkpoint_s is not None:
@@ -191,6 +219,10 @@ class RunningJob:
 @dataclass(frozen=True)
 class QueuedJob:
     """A job waiting to start: a gang of ``gpus`` GPUs, all at once or none.
+
+    ``gpu_milli`` below 1000 asks for that share of one GPU (``gpus`` = 1),
+    which other shares may use too; ``gpus`` = 0 is a CPU-only job (CPU and
+    memory on one node).
 
     ``duration_s`` is the run time on a GPU of speed 1.0;
     ``duration_by_type_s`` (type, seconds) pairs override it per GPU type.
@@ -220,11 +252,13 @@ class QueuedJob:
     priority_class: str = DEFAULT_CLASS
     preferred_gpu_types: tuple[str, ...] = ()
     prefer_nvlink: bool = False
+    gpu_milli: int = MILLI
 
     def __post_init__(self) -> None:
         _ident("id", self.id)
         _ident("tenant", self.tenant)
-        _integer("gpus", self.gpu_count, 1)
+        _integer("gpus", self.gpu_count, 0)
+        _milli(self.gpu_milli, self.gpu_count)
         _require(
             self.duration_s is not None or len(self.duration_by_type_s) > 0,
             "duration_s",
@@ -257,6 +291,33 @@ class QueuedJob:
             f"must be one of {', '.join(TOPOLOGIES)}",
         )
         _ident("priority_class", self.priority_class)
+
+    @property
+    def shares(self) -> bool:
+        """Whether the job asks for a share of one GPU, not whole GPUs."""
+        return self.gpu_milli < MILLI
+
+    @property
+    def cpu_only(self) -> bool:
+        """Whether the job uses no GPU at all (``gpus`` = 0)."""
+        return self.gpu_count == 0
+
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs the job asks for, a share counting as its fraction (quotas count this)."""
+        return self.gpu_count * self.gpu_milli / MILLI
+
+
+def _milli(milli: int, gpus: int) -> None:
+    """``gpu_milli``: an integer 1..1000, below 1000 only on exactly one GPU."""
+    _integer("gpu_milli", milli, 1)
+    _require(milli <= MILLI, "gpu_milli", milli, f"must be at most {MILLI} (one whole GPU)")
+    _require(
+        milli == MILLI or gpus == 1,
+        "gpu_milli",
+        milli,
+        f"a share below {MILLI} is of one GPU: gpus must be 1, got {gpus}",
+    )
 
 
 @dataclass(frozen=True)

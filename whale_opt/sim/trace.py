@@ -39,7 +39,8 @@ class TraceJob:
     ``priority_class`` names one of the cluster's priority classes;
     ``checkpoint_s`` is the restore time each restart after an interruption
     pays. ``zone``, ``preferred_gpu_types`` and ``prefer_nvlink`` are soft
-    preferences, as in instance@1.
+    preferences, as in instance@1; ``gpu_milli`` a share of one GPU and
+    ``gpus`` 0 a CPU-only job, as in instance@1.
     """
 
     id: str
@@ -61,6 +62,7 @@ class TraceJob:
     checkpoint_s: int = 0
     preferred_gpu_types: tuple[str, ...] = ()
     prefer_nvlink: bool = False
+    gpu_milli: int = 1000
 
     def __post_init__(self) -> None:
         if not (isinstance(self.submit_s, int) and self.submit_s >= 0):
@@ -105,6 +107,7 @@ class TraceJob:
             priority_class=self.priority_class,
             preferred_gpu_types=self.preferred_gpu_types,
             prefer_nvlink=self.prefer_nvlink,
+            gpu_milli=self.gpu_milli,
         )
 
 
@@ -187,6 +190,7 @@ JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "checkpoint_s": _seconds,
     "preferred_gpu_types": _names,
     "prefer_nvlink": _flag,
+    "gpu_milli": _count,
 }
 OUTAGE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "node": _text,

@@ -18,6 +18,7 @@ from whale_opt.problem_data import (
 )
 from whale_opt.testing.cluster import ZONE_NAMES, _rarely, gpu_types, nodes, priority_classes
 from whale_opt.testing.jobs import _queued_job, _running_jobs
+from whale_opt.testing.sharing import shared_queue, shared_running
 
 TENANT_NAMES = ("nlp", "cv", "rl")
 AGING_RATES = (0.5, 0.1, 2.0, 24.0)
@@ -48,10 +49,11 @@ def instances(
     preemption: bool | None = None,
     draining: bool | None = None,
     preferences: bool | None = None,
+    sharing: bool | None = None,
 ) -> Instance:
     """Valid one-round instances: cluster, running jobs, queue, tenants, policy.
 
-    The last six keywords switch a feature of priority and preemption on
+    The last seven keywords switch a feature of priority and preemption on
     (``True``), off (``False``) or leave it to the draw (``None``, the
     default: on in about one instance of four or five, and off again when
     Hypothesis shrinks a failure unless the failure needs it).
@@ -95,6 +97,11 @@ def instances(
         ``True``, the first one always) prefer GPU types, an NVLink-connected
         placement, or both; ``gpu_type_penalty_s`` and ``nvlink_penalty_s``
         drawn (3600, 0 or 600).
+    sharing
+        GPU sharing: about half the one-GPU queued jobs ask a share of their
+        GPU (``gpu_milli`` 100 to 900), some jobs are CPU-only (``gpus`` 0),
+        and running jobs share up to three free GPUs (and perhaps one runs
+        CPU-only).
 
     Returns
     -------
@@ -116,6 +123,7 @@ def instances(
     allow_preemption = _feature(draw, preemption, 4)
     has_draining = _feature(draw, draining, 5)
     has_preferences = _feature(draw, preferences, 4)
+    has_sharing = _feature(draw, sharing, 4)
     types = draw(gpu_types(max_types=max_gpu_types))
     zones = ZONE_NAMES if with_zones else ()
     cluster = draw(
@@ -147,6 +155,9 @@ def instances(
         )
         for k in range(count)
     )
+    if has_sharing:
+        queue = draw(shared_queue(queue))
+        running = draw(shared_running(cluster, running, tenant_names))
     tenants: dict[str, Tenant] = {}
     if with_quotas:
         for name in tenant_names:
