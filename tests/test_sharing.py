@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from whale_opt.check import check
 from whale_opt.decision import Action, JobDecision, Status
+from whale_opt.explain import explain
 from whale_opt.io import read_instance, write_instance
 from whale_opt.options import SolveOptions
 from whale_opt.problem_data import (
@@ -156,3 +157,19 @@ def test_a_proven_cpsat_optimum_is_never_beaten_by_a_heuristic(instance: Instanc
     for name in POLICIES[:-1]:
         other = solve(instance, name)
         assert best.objective <= other.objective * (1 + 1e-9) + 1e-6, name
+
+
+def test_why_pending_names_the_largest_free_share() -> None:
+    inst = Instance(
+        "why",
+        TYPES,
+        (Node("n0", "A100", 2, "nvswitch", cpu=64, memory_gb=256),),
+        (running_share("r0", "n0/0", 690, 100), RunningJob("r1", ("n0/1",), 300)),
+        (share("s", 470),),
+    )
+    (answer,) = explain(inst, with_counterfactuals=False)
+    share_reason = next(r for r in answer.reasons if r.kind == "share")
+    assert share_reason.message == (
+        "no single GPU has 470 milli free; the largest free share is 310 on n0/0"
+    )
+    assert share_reason.facts["largest_free_milli"] == 310

@@ -6,7 +6,8 @@ jobs plus the decision's other placements) the reasons are measured against.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +15,7 @@ from whale_opt.decision import Action, Decision
 from whale_opt.explain.record import Reason
 from whale_opt.placement.records import to_placement
 from whale_opt.placement.state import ClusterState, Placement
-from whale_opt.problem_data import Instance, class_rank, tenant_guarantee, tenant_quota
+from whale_opt.problem_data import MILLI, Instance, class_rank, tenant_guarantee, tenant_quota
 from whale_opt.rules import held_by_tenant, may_displace, preemptible_now
 
 
@@ -193,7 +194,9 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
             {"until_s": until, "holders": holders},
         )
     )
-    if sum(free.values()) >= job.gpu_count:
+    if job.shares:
+        out.append(_share_room(instance, tl, eligible, job.gpu_milli))
+    elif job.gpu_count and sum(free.values()) >= job.gpu_count:
         where = ", ".join(f"{n} {c} free" for n, c in free.items())
         out.append(
             Reason(
@@ -206,23 +209,53 @@ def _busy(instance: Instance, position: int, free_start: float) -> list[Reason]:
     return out
 
 
+def _share_room(
+    instance: Instance, tl: ClusterState, eligible: Sequence[int], milli: int
+) -> Reason:
+    """Why a share of ``milli`` does not start now: no GPU has that much free, or the
+    GPU that has lacks CPU or memory on its node."""
+    best, where = 0, ""
+    for k in eligible:
+        node = instance.nodes[k]
+        room = [(MILLI - used, index) for index, (used, _) in tl.shares_now(k).items()]
+        free = tl.free_mask(k)
+        if free:
+            room.append((MILLI, (free & -free).bit_length() - 1))
+        for left, index in room:
+            if left > best:
+                best, where = left, node.gpu_id(index)
+    facts = {"gpu_milli": milli, "largest_free_milli": best, "gpu": where or None}
+    if best < milli:
+        largest = f"the largest free share is {best} on {where}" if where else "none is free"
+        return Reason("share", f"no single GPU has {milli} milli free; {largest}", facts)
+    return Reason(
+        "share",
+        f"GPU {where} has {best} milli free, but its node lacks the CPU or memory the job needs",
+        facts,
+    )
+
+
 def quota_reason(instance: Instance, position: int, decision: Decision) -> Reason:
     job = instance.queue[position]
     quota = tenant_quota(instance, job.tenant)
-    running = sum(len(r.gpu_ids) for r in instance.running if r.tenant == job.tenant)
-    tenant_ids = {q.id for q in instance.queue if q.tenant == job.tenant and q.id != job.id}
+    running = sum(r.gpu_amount for r in instance.running if r.tenant == job.tenant)
+    amounts = {q.id: q.gpu_amount for q in instance.queue if q.tenant == job.tenant}
     started = sum(
-        len(item.gpu_ids) for item in decision.by_action(Action.START) if item.id in tenant_ids
+        amounts[item.id]
+        for item in decision.by_action(Action.START)
+        if item.id in amounts and item.id != job.id
     )
     return Reason(
         "quota",
-        f"tenant {job.tenant} quota reached: {running + started} of {quota} GPUs in use now"
-        f" ({running} running, {started} started this round), the job needs {job.gpu_count}",
+        f"tenant {job.tenant} quota reached: {running + started:g} of {quota} GPUs in use now"
+        f" ({running:g} running, {started:g} started this round), the job needs"
+        f" {job.gpu_amount:g}",
         {
             "tenant": job.tenant,
             "quota": quota,
             "in_use": running + started,
-            "needed_quota": running + job.gpu_count,
-            "needed_quota_with_started": running + started + job.gpu_count,
+            # quotas are whole GPUs: the smallest that would let it in
+            "needed_quota": math.ceil(running + job.gpu_amount - 1e-9),
+            "needed_quota_with_started": math.ceil(running + started + job.gpu_amount - 1e-9),
         },
     )

@@ -17,6 +17,7 @@ REASON_KINDS = (
     "guarantee",
     "busy",
     "scattered",
+    "share",
     "outranked",
     "faster-later",
     "preference",
