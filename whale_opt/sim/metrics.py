@@ -5,9 +5,11 @@ Definitions (all times in simulated seconds unless named ``wall``):
 - JCT = end - submit; weighted JCT = sum(weight x JCT) / sum(weight), over
   completed jobs. Queueing delay = first start - submit.
 - Makespan = last completion - first submission.
-- GPU utilisation = GPU-seconds held by jobs / (cluster GPUs x the run's span,
-  first submission to last event). ``*_over_time`` series come from the
-  rounds table, sampled after each round's decision.
+- GPU utilisation = GPU-seconds allocated to jobs / (cluster GPUs x the run's
+  span, first submission to last event); a share of a GPU (``gpu_milli``)
+  counts its fraction, so this is the allocated share of the cluster.
+  ``*_over_time`` series come from the rounds table, sampled after each
+  round's decision.
 - Fragmentation: a free GPU is *fragmented* when its node has fewer free GPUs
   than the smallest queued job that may use that GPU type needs there
   (whole node for gangs larger than a node). Reported as the time-weighted
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from whale_opt.problem_data import MILLI
 from whale_opt.sim.config import SimConfig
 from whale_opt.sim.groups import SUMMARY_FIGURES, flatten, group_table, integral
 from whale_opt.sim.jobs import full_run_s
@@ -53,6 +56,7 @@ JOB_COLUMNS = [
     "tenant",
     "priority_class",
     "gpus",
+    "gpu_milli",
     "weight",
     "status",
     "submit_s",
@@ -153,6 +157,7 @@ def _job_rows(record: RunRecord) -> pd.DataFrame:
                 "tenant": job.tenant,
                 "priority_class": job.priority_class,
                 "gpus": job.gpus,
+                "gpu_milli": job.gpu_milli,
                 "weight": job.weight,
                 "status": status,
                 "submit_s": job.submit_s,
@@ -215,7 +220,7 @@ def summarize(
     first, last_end = run_span(jobs, segments)
     span = max(last_end - first, 1.0)
     held = (
-        float(((segments["end_s"] - segments["start_s"]) * segments["gpus"].map(len)).sum())
+        float(((segments["end_s"] - segments["start_s"]) * segments["gpu_amount"]).sum())
         if not segments.empty
         else 0.0
     )
@@ -250,11 +255,10 @@ def summarize(
     summary["finish_time_fairness"] = float(per_tenant.max()) if len(per_tenant) else np.nan
     summary["preemptions"] = int(jobs["preemptions"].sum())
     summary["failure_requeues"] = int(jobs["failures"].sum())
-    summary["lost_gpu_hours"] = float((jobs["lost_s"] * jobs["gpus"]).sum() / 3600)
-    summary["lost_gpu_hours_preemption"] = float(
-        (jobs["lost_preempted_s"] * jobs["gpus"]).sum() / 3600
-    )
-    summary["lost_gpu_hours_failure"] = float((jobs["lost_failed_s"] * jobs["gpus"]).sum() / 3600)
+    amount = jobs["gpus"] * jobs["gpu_milli"] / MILLI
+    summary["lost_gpu_hours"] = float((jobs["lost_s"] * amount).sum() / 3600)
+    summary["lost_gpu_hours_preemption"] = float((jobs["lost_preempted_s"] * amount).sum() / 3600)
+    summary["lost_gpu_hours_failure"] = float((jobs["lost_failed_s"] * amount).sum() / 3600)
     owed = [column for column in rounds.columns if column.startswith("owed[")]
     summary["guarantee_shortfall_gpu_h"] = (
         sum(integral(rounds, column, last_end) for column in owed) / 3600 if owed else np.nan
@@ -322,6 +326,7 @@ SEGMENT_COLUMNS = (
     "start_s",
     "end_s",
     "gpus",
+    "gpu_amount",
     "gpu_type",
     "outcome",
     "useful_s",

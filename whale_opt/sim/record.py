@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim.config import SimConfig
 from whale_opt.sim.groups import tenant_columns
 from whale_opt.sim.jobs import JobRun, full_run_s
@@ -81,6 +81,7 @@ class RunRecord:
                 "start_s": run.started_at,
                 "end_s": now,
                 "gpus": run.gpus,
+                "gpu_amount": len(run.gpus) * run.trace.gpu_milli / MILLI,
                 "gpu_type": run.gpu_type,
                 "outcome": outcome,
                 "useful_s": useful_s,
