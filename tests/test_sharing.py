@@ -173,3 +173,17 @@ def test_why_pending_names_the_largest_free_share() -> None:
         "no single GPU has 470 milli free; the largest free share is 310 on n0/0"
     )
     assert share_reason.facts["largest_free_milli"] == 310
+
+
+def test_a_cpu_only_job_on_a_down_node_is_lost(tmp_path: Path) -> None:
+    inst = round_of(running=(RunningJob("c", (), 50, node="n1", cpu=4),))
+    path = tmp_path / "down.json"
+    write_instance(path, inst)
+    raw = path.read_text().replace('"id": "n1"', '"id": "n1", "down": true')
+    path.write_text(raw)
+    again = read_instance(path)
+    assert [job.id for job in again.lost] == ["c"] and not again.running
+    decision = solve(again, "wspt")
+    assert decision.job("c").action is Action.LOST
+    assert decision.job("c").reason == "node n1 is down"
+    assert check(again, decision) == []

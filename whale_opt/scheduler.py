@@ -319,7 +319,7 @@ class Scheduler:
             )
             for job_id, held in self.running.items()
         )
-        lost = tuple(job for job in held_now if hardware_failure(self.nodes, job.gpu_ids))
+        lost = tuple(job for job in held_now if hardware_failure(self.nodes, job.gpu_ids, job.node))
         queue = tuple(
             replace(job, submitted_at=job.submitted_at - now) for job in self.queue.values()
         )

@@ -56,7 +56,7 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
         for k, spec in enumerate(raw.get("running", []))
     ]
     by_id = {node.id: node for node in nodes}
-    failed = {k for k, job in enumerate(running) if hardware_failure(by_id, job.gpu_ids)}
+    failed = {k for k, job in enumerate(running) if hardware_failure(by_id, job.gpu_ids, job.node)}
     where = {"running": [k for k in range(len(running)) if k not in failed], "lost": sorted(failed)}
     queue = tuple(
         _build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(raw.get("queue", []))

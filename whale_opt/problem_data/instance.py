@@ -307,7 +307,7 @@ class Instance:
     def lost_reason(self, job: RunningJob) -> str | None:
         """Why ``job`` is lost ("node n3 is down", "GPU n3/5 failed"; several
         joined by "; "), None when all its GPUs are healthy."""
-        return hardware_failure({node.id: node for node in self.nodes}, job.gpu_ids)
+        return hardware_failure({node.id: node for node in self.nodes}, job.gpu_ids, job.node)
 
     def queue_position(self, job_id: str) -> int:
         """Position of a queued job in ``queue`` (KeyError when it is not queued)."""
@@ -354,21 +354,26 @@ class Instance:
         return replace(self, **changes)
 
 
-def hardware_failure(nodes: Mapping[str, Node], gpu_ids: Iterable[str]) -> str | None:
-    """What failed under ``gpu_ids`` (GPU ids on ``nodes``, by node id): "node n3
-    is down", "GPU n3/5 failed", several joined by "; "; None when nothing did.
+def hardware_failure(
+    nodes: Mapping[str, Node], gpu_ids: Iterable[str], node: str | None = None
+) -> str | None:
+    """What failed under ``gpu_ids`` (GPU ids on ``nodes``, by node id) or under a
+    CPU-only job's ``node``: "node n3 is down", "GPU n3/5 failed", several
+    joined by "; "; None when nothing did.
 
     GPU ids that name no GPU count as healthy here: validation reports them.
     """
     reasons: dict[str, None] = {}
+    if node is not None and node in nodes and nodes[node].down:
+        reasons[f"node {node} is down"] = None
     for gpu in gpu_ids:
         node_id, sep, index = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
-        node = nodes.get(node_id)
-        if node is None or not sep or not index.isdigit():
+        host = nodes.get(node_id)
+        if host is None or not sep or not index.isdigit():
             continue
-        if node.down:
+        if host.down:
             reasons.setdefault(f"node {node_id} is down", None)
-        elif int(index) in node.failed_gpus:
+        elif int(index) in host.failed_gpus:
             reasons.setdefault(f"GPU {gpu} failed", None)
     return "; ".join(reasons) or None
 
