@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from whale_opt.problem_data import GpuType, Instance, Node
-from whale_opt.sim.load import at_load, capacity, compress_arrivals, offered_load
+from whale_opt.sim.load import (
+    at_load,
+    capacity,
+    compress_arrivals,
+    offered_load,
+    sample_nodes,
+    work_s,
+)
 from whale_opt.sim.trace import TraceJob
 
 
@@ -62,3 +69,22 @@ def test_load_of_simultaneous_arrivals_is_refused() -> None:
     trace = (TraceJob("a", 5, 1, duration_s=60), TraceJob("b", 5, 1, duration_s=60))
     with pytest.raises(ValueError, match="at once"):
         offered_load(trace, two_speed_cluster())
+
+
+def test_sample_nodes_keeps_each_type_and_its_largest_node() -> None:
+    nodes = tuple(
+        Node(f"{t}{k}", t, 8 if k == 3 else 4) for t in ("A100", "V100") for k in range(10)
+    )
+    cluster = Instance("c", {t: GpuType(t, 40) for t in ("A100", "V100")}, nodes, (), ())
+    half = sample_nodes(cluster, 0.5, seed=1)
+    by_type = {t: [n for n in half.nodes if n.gpu_type == t] for t in ("A100", "V100")}
+    assert all(len(members) == 5 for members in by_type.values())
+    assert all(any(n.gpu_count == 8 for n in members) for members in by_type.values())
+    assert sample_nodes(cluster, 0.5, seed=1).nodes == half.nodes  # seeded
+    assert len(sample_nodes(cluster, 0.01).nodes) == 2  # at least one of each type
+
+
+def test_a_share_offers_its_fraction_of_a_gpu() -> None:
+    whole = TraceJob("a", 0, 1, actual_duration_s=100)
+    share = TraceJob("b", 0, 1, actual_duration_s=100, gpu_milli=250)
+    assert work_s(whole) == 100 and work_s(share) == 25

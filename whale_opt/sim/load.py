@@ -3,8 +3,10 @@
 The offered load is the work a trace brings per second of its arrival window
 over what the cluster can serve per second::
 
-    load = sum(gpus x duration at speed 1.0) / mean GPU speed
+    load = sum(GPUs x duration at speed 1.0) / mean GPU speed
            / (healthy GPUs x (last submit - first submit))
+
+where a share of a GPU (``gpu_milli``) counts as its fraction of one.
 
 1.0 would keep the cluster exactly busy if packing were perfect. Public
 traces often run far below that (a node list next to a pod list of a few
@@ -12,15 +14,18 @@ busy days), so benchmarks compress the arrival times by a constant factor:
 the jobs, their sizes and durations and their arrival *order* and relative
 spacing stay those of the trace; only the clock between arrivals runs
 faster. This is how schedulers are compared at a chosen load on replayed
-traces.
+traces. Where compressing alone would squeeze months of arrivals into
+minutes, the cluster is scaled down first: :func:`sample_nodes` keeps a
+uniform sample of each GPU type's nodes, so the type mix stays.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim.trace import TraceJob
 
 
@@ -40,7 +45,26 @@ def work_s(job: TraceJob) -> float:
     seconds = job.actual_duration_s or job.duration_s
     if seconds is None:
         seconds = min(s for _, s in job.duration_by_type_s)
-    return float(job.gpus * seconds)
+    return job.gpus * job.gpu_milli / MILLI * seconds
+
+
+def sample_nodes(cluster: Instance, share: float, seed: int = 0) -> Instance:
+    """``cluster`` with ``share`` of each GPU type's nodes (rounded, at least one),
+    drawn uniformly with ``seed``; the type's largest node always stays, so every
+    job that fitted a node of the type still fits one."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1] (got {share!r})")
+    rng = random.Random(seed)
+    by_type: dict[str, list[int]] = {}
+    for k, node in enumerate(cluster.nodes):
+        by_type.setdefault(node.gpu_type, []).append(k)
+    kept: list[int] = []
+    for members in by_type.values():
+        largest = max(members, key=lambda k: (cluster.nodes[k].gpu_count, -k))
+        rest = [k for k in members if k != largest]
+        kept += [largest, *rng.sample(rest, max(0, round(share * len(members)) - 1))]
+    nodes = tuple(cluster.nodes[k] for k in sorted(kept))
+    return replace(cluster, name=f"{cluster.name}-{share:g}", nodes=nodes)
 
 
 def offered_load(trace: Sequence[TraceJob], cluster: Instance) -> float:
