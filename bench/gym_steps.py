@@ -11,7 +11,8 @@ after episode, until ``--steps`` steps. Prints the command, then steps/s of
 agent's own sampling, the mix of picks and advances, and episodes/s.
 ``--auto-advance`` skips the steps where advancing is the only legal action:
 fewer, heavier steps (a step may run several simulator rounds), about the
-same episodes/s.
+same episodes/s. ``--queue-order smith --work-conserving --auto-advance`` is
+how ``whale-opt train`` sets the environment up.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def main() -> None:
     parser.add_argument(
         "--auto-advance", action="store_true", help="advance without a step when that is all"
     )
+    parser.add_argument("--queue-order", default="submit", choices=["submit", "smith"])
+    parser.add_argument(
+        "--work-conserving", action="store_true", help="no advance while a shown job can start"
+    )
     args = parser.parse_args()
 
     env = GpuClusterEnv(
@@ -50,6 +55,8 @@ def main() -> None:
             queue_slots=args.slots,
             preferences=tuple(args.preferences),
             auto_advance=args.auto_advance,
+            queue_order=args.queue_order,
+            work_conserving=args.work_conserving,
         )
     )
     gpus = sum(node.gpu_count for node in env.cluster.nodes)

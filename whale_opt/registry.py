@@ -35,6 +35,7 @@ from whale_opt.policies import (
     SjfPolicy,
     WsptPolicy,
 )
+from whale_opt.policies.learned import LearnedPolicy
 from whale_opt.policies.protocol import SchedulingPolicy
 
 REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {
@@ -47,6 +48,8 @@ REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {
     "las": LasPolicy,
     "hybrid": HybridPolicy,
     "cpsat": CpSatPolicy,
+    # a trained network (whale-opt train); wspt decides when it cannot: see policies/learned.py
+    "learned": LearnedPolicy,
 }
 _TAKES_PRESET = {"cpsat"}
 

@@ -46,9 +46,13 @@ def random_legal(env: GpuClusterEnv, seed: int) -> Iterator[int]:
         yield int(rng.choice(np.flatnonzero(env.action_masks())))
 
 
-@pytest.fixture(params=["small", "synthetic", "synthetic-auto-advance"])
+@pytest.fixture(params=["small", "synthetic", "synthetic-auto-advance", "synthetic-training"])
 def config(request: pytest.FixtureRequest) -> GymConfig:
-    """Each small setup; the last one advances by itself when that is all the agent could do."""
+    """Each small setup; the auto-advance ones advance by themselves when that is all the
+    agent could do; the last is how ``whale-opt train`` sets it up (the wspt order in the
+    slots, work-conserving rounds)."""
     if request.param == "small":
         return small_config(auto_advance=True)
+    if request.param == "synthetic-training":
+        return synthetic_config(auto_advance=True, queue_order="smith", work_conserving=True)
     return synthetic_config(auto_advance=request.param == "synthetic-auto-advance")

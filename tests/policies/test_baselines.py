@@ -18,7 +18,7 @@ from whale_opt.registry import REGISTRY, get_policy
 from whale_opt.testing import instances
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
-HEURISTICS = sorted(name for name in REGISTRY if name != "cpsat")
+HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "learned"))
 NAMED = [
     "small/two-racks-mixed.json",
     "small/mixed-64g-24q.json",
@@ -61,6 +61,7 @@ def test_registry_names_and_alias() -> None:
         "las",
         "hybrid",
         "cpsat",
+        "learned",
     }
     assert REGISTRY["greedy"] is REGISTRY["wspt"]
     for name in HEURISTICS:

@@ -27,7 +27,7 @@ from whale_opt.problem_data import (
 from whale_opt.registry import REGISTRY, get_policy
 from whale_opt.testing import instances
 
-HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))
+HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy", "learned"))
 TYPES = {"a100": GpuType("a100", 80.0)}
 
 

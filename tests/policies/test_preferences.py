@@ -10,7 +10,7 @@ from whale_opt.decision import Action, Decision, JobDecision
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
 from whale_opt.registry import REGISTRY, get_policy
 
-HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))
+HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy", "learned"))
 TYPES = {"a100": GpuType("a100", 80.0), "h100": GpuType("h100", 80.0, speed=2.0)}
 
 

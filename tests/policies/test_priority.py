@@ -11,7 +11,7 @@ from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, PriorityClass, QueuedJob
 from whale_opt.registry import REGISTRY, get_policy
 
-HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy"))
+HEURISTICS = sorted(name for name in REGISTRY if name not in ("cpsat", "greedy", "learned"))
 HOUR = 3600
 
 

@@ -12,5 +12,6 @@ from whale_opt.cli import pack as pack  # registers ``pack``
 from whale_opt.cli import serve as serve  # registers ``serve``
 from whale_opt.cli import simulate as simulate  # registers ``simulate``
 from whale_opt.cli import slurm as slurm  # registers ``slurm``
+from whale_opt.cli import train as train  # registers ``train``
 from whale_opt.cli.app import main as main
 from whale_opt.cli.app import render_table as render_table

@@ -5,6 +5,11 @@ with Gymnasium, so ``gymnasium.make("whale_opt/GpuCluster-v0", n_jobs=32)``
 builds a :class:`GpuClusterEnv` (keywords: the fields of :class:`GymConfig`).
 ``gymnasium.make("whale_opt.gym:whale_opt/GpuCluster-v0")`` imports it first.
 Needs the optional ``gymnasium`` (``pip install 'whale-opt[rl]'``).
+
+Training with sb3-contrib's MaskablePPO is :mod:`whale_opt.gym.train` (the
+``whale-opt train`` command); the trained network is deployed by the
+``learned`` policy, :mod:`whale_opt.policies.learned`, which shares the
+environment's round building and observation.
 """
 
 try:

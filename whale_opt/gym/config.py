@@ -27,6 +27,7 @@ from typing import Any
 
 from whale_opt.io import read_instance
 from whale_opt.placement.search import PREFERENCES
+from whale_opt.policies.learned import QUEUE_ORDERS, Encoding
 from whale_opt.problem_data import FieldError, Instance
 from whale_opt.sim import SimConfig, TraceJob, read_trace, synthetic_cluster
 
@@ -75,6 +76,15 @@ class GymConfig:
         ``"reject"``: an action the mask forbids changes nothing and is
         answered with reward 0 and ``info["illegal_action"] = True``;
         ``"raise"``: it raises ValueError.
+    queue_order
+        Which queued jobs fill the K slots first: ``"submit"`` (queue order,
+        the default) or ``"smith"`` (the ``wspt`` order: class rank, then
+        weight / (GPUs x duration)), so the jobs a good schedule starts
+        first are in view when the queue is longer than K.
+    work_conserving
+        Advancing is illegal while a shown job could start (the agent picks
+        what starts and where, never whether to wait): fewer, easier
+        choices; without it (the default) the agent may hold GPUs back.
     auto_advance
         Advance without a step whenever no shown job can start (advancing is
         the only legal action), so every step is a real choice; False (the
@@ -96,6 +106,8 @@ class GymConfig:
     reward_scale: float = 1.0
     illegal_action: str = "reject"
     auto_advance: bool = False
+    queue_order: str = "submit"
+    work_conserving: bool = False
 
     def __post_init__(self) -> None:
         _require(
@@ -154,10 +166,22 @@ class GymConfig:
             "must be an int >= 1 or None",
         )
         _require(
+            isinstance(self.work_conserving, bool),
+            "work_conserving",
+            self.work_conserving,
+            "must be a bool",
+        )
+        _require(
             isinstance(self.auto_advance, bool),
             "auto_advance",
             self.auto_advance,
             "must be a bool",
+        )
+        _require(
+            self.queue_order in QUEUE_ORDERS,
+            "queue_order",
+            self.queue_order,
+            f"must be one of {QUEUE_ORDERS}",
         )
         _require(
             self.illegal_action in ILLEGAL_ACTIONS,
@@ -173,6 +197,17 @@ class GymConfig:
         if isinstance(self.cluster, Instance):
             return self.cluster
         return read_instance(self.cluster).replace(running=(), queue=())
+
+    def encoding(self, cluster: Instance) -> Encoding:
+        """What the agent sees of ``cluster``'s rounds (what a checkpoint records)."""
+        return Encoding.for_cluster(
+            cluster,
+            self.queue_slots,
+            self.max_nodes,
+            preferences=self.preferences,
+            queue_order=self.queue_order,
+            work_conserving=self.work_conserving,
+        )
 
     def load_trace(self) -> tuple[TraceJob, ...] | None:
         """The fixed trace, or None when each episode draws a synthetic one."""

@@ -5,7 +5,7 @@ with :class:`~whale_opt.sim.EventLoop`. At each round the agent builds the
 round's decision one start at a time, then advances:
 
 - action ``slot x C + c`` (slot < K, c < C): start the job shown in ``slot``
-  (the head of the queue not picked yet, queue order) on its candidate ``c``
+  (the head of the queue not picked yet, in ``queue_order``) on its candidate ``c``
   (:mod:`whale_opt.gym.partial`): the start joins the round's decision and
   the GPUs it takes are busy in the next observation; reward 0;
 - action ``K x C`` ("advance"): close the round (the picks start, every
@@ -22,8 +22,9 @@ that leaves nothing else to start closes its round too), and its reward
 covers all the time in between.
 
 :meth:`GpuClusterEnv.action_masks` (the sb3-contrib ``MaskablePPO``
-convention) and ``info["action_mask"]`` mark the legal actions. An illegal
-one is rejected (nothing changes, reward 0, ``info["illegal_action"]``) or
+convention) and ``info["action_mask"]`` mark the legal actions (with
+``work_conserving``, advancing is legal only once no shown job can start). An
+illegal one is rejected (nothing changes, reward 0, ``info["illegal_action"]``) or
 raises ValueError (``illegal_action="raise"``).
 
 The episode terminates when the run is over (every job done, or nothing more
@@ -46,7 +47,7 @@ from gymnasium import spaces
 
 from whale_opt.decision import Decision
 from whale_opt.gym.config import GymConfig
-from whale_opt.gym.observe import Layout
+from whale_opt.gym.observe import Layout, observation_space
 from whale_opt.gym.partial import PartialRound
 from whale_opt.gym.reward import WaitMeter
 from whale_opt.problem_data import Instance
@@ -75,16 +76,13 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.config = replace(config, **overrides) if overrides else config
         self.cluster = self.config.load_cluster()
         self.trace = self.config.load_trace()
-        self.layout = Layout(
-            self.cluster,
-            self.config.queue_slots,
-            self.config.max_nodes or len(self.cluster.nodes),
-        )
+        self.encoding = self.config.encoding(self.cluster)
+        self.layout = Layout(self.encoding)
         self.types = self.layout.types
-        self.width = len(self.types) * len(self.config.preferences)
+        self.width = self.encoding.width
         self.advance_action = self.config.queue_slots * self.width
         self.action_space: spaces.Discrete = spaces.Discrete(self.advance_action + 1)
-        self.observation_space: spaces.Box = self.layout.space()
+        self.observation_space: spaces.Box = observation_space(self.layout)
         self.loop: EventLoop | None = None
         self.partial: PartialRound | None = None
         self._pending: PendingRound | None = None
@@ -211,7 +209,7 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
             self._mask[-1] = True
             return
         self._meter.update(pending.changes)
-        self.partial = PartialRound(pending.instance, self.types, self.config.preferences)
+        self.partial = PartialRound(pending.instance, self.encoding)
         self._mask = self.partial.mask(self.config.queue_slots)
         self._nodes = None
 
@@ -230,14 +228,7 @@ class GpuClusterEnv(gym.Env[np.ndarray, np.int64]):
             if row is None:
                 row = self._jobs[position] = self.layout.job_row(partial.instance, position)
             rows.append(row)
-        healthy = sum(partial.state.healthy_count(n) for n in range(len(partial.instance.nodes)))
-        totals = (
-            float(max(0, len(partial.waiting) - slots)),
-            float(len(partial.instance.running) + len(partial.picked)),
-            float(len(partial.picked)),
-            float(partial.free_by_type.sum()) / max(healthy, 1),
-        )
-        self._obs = self.layout.observe(self._nodes, rows, totals)
+        self._obs = self.layout.observe(self._nodes, rows, self.layout.totals(partial))
         return self._obs.copy()
 
     def _cut_short(self) -> bool:
