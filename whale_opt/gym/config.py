@@ -27,7 +27,7 @@ from typing import Any
 
 from whale_opt.io import read_instance
 from whale_opt.placement.search import PREFERENCES
-from whale_opt.policies.learned import QUEUE_ORDERS, Encoding
+from whale_opt.policies.learned_encoding import QUEUE_ORDERS, Encoding
 from whale_opt.problem_data import FieldError, Instance
 from whale_opt.sim import SimConfig, TraceJob, read_trace, synthetic_cluster
 

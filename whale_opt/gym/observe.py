@@ -1,7 +1,7 @@
 """The observation: a fixed-size float vector of nodes, the head of the queue, and totals.
 
-:class:`~whale_opt.policies.learned.Layout` (shared with the ``learned``
-policy) fixes the vector's shape for one :class:`~whale_opt.policies.learned.Encoding`
+:class:`~whale_opt.policies.learned_encoding.Layout` (shared with the ``learned``
+policy) fixes the vector's shape for one :class:`~whale_opt.policies.learned_encoding.Encoding`
 and builds it. In order (GPU counts are divided by ``scale``, the cluster's
 largest node; times are in hours):
 
@@ -18,7 +18,7 @@ largest node; times are in hours):
   the share of healthy GPUs free now.
 
 Flags, shares and node rows lie in [0, 1]; the other features are capped at
-:data:`~whale_opt.policies.learned.CAP` so the space is bounded. Node rows
+:data:`~whale_opt.policies.learned_encoding.CAP` so the space is bounded. Node rows
 change only where a pick took GPUs (``Layout.update_nodes``); a queued
 job's row is fixed for the round (``Layout.job_row``).
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from whale_opt.policies.learned import Layout as Layout
+from whale_opt.policies.learned_encoding import Layout as Layout
 
 
 def observation_space(layout: Layout) -> spaces.Box:

@@ -1,6 +1,6 @@
 """One scheduling round as the agent builds it: its picks, their candidates, the decision.
 
-:class:`PartialRound` lives in :mod:`whale_opt.policies.learned`, so that the
+:class:`PartialRound` lives in :mod:`whale_opt.policies.learned_encoding`, so that the
 environment that trains the network and the ``learned`` policy that deploys
 it build rounds with the same code (the layering lets ``gym`` import the
 policies, never the reverse). It holds the round's instance (the
@@ -16,7 +16,7 @@ solver's, so it passes :func:`whale_opt.check.check`.
 
 from __future__ import annotations
 
-from whale_opt.policies.learned import DEFERRED_REASON as DEFERRED_REASON
-from whale_opt.policies.learned import PartialRound as PartialRound
+from whale_opt.policies.learned_encoding import DEFERRED_REASON as DEFERRED_REASON
+from whale_opt.policies.learned_encoding import PartialRound as PartialRound
 
 SOLVER = "gym-agent"
