@@ -88,3 +88,10 @@ def test_a_share_offers_its_fraction_of_a_gpu() -> None:
     whole = TraceJob("a", 0, 1, actual_duration_s=100)
     share = TraceJob("b", 0, 1, actual_duration_s=100, gpu_milli=250)
     assert work_s(whole) == 100 and work_s(share) == 25
+
+
+def test_sample_nodes_can_rack_the_sample_anew() -> None:
+    nodes = tuple(Node(f"a{k}", "A100", 8, rack=f"r{k}") for k in range(10))
+    cluster = Instance("c", {"A100": GpuType("A100", 40)}, nodes, (), ())
+    racked = sample_nodes(cluster, 0.6, seed=2, rack_size=4)
+    assert [n.rack for n in racked.nodes] == ["A100-r000"] * 4 + ["A100-r001"] * 2

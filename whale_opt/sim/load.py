@@ -48,10 +48,16 @@ def work_s(job: TraceJob) -> float:
     return job.gpus * job.gpu_milli / MILLI * seconds
 
 
-def sample_nodes(cluster: Instance, share: float, seed: int = 0) -> Instance:
+def sample_nodes(
+    cluster: Instance, share: float, seed: int = 0, rack_size: int | None = None
+) -> Instance:
     """``cluster`` with ``share`` of each GPU type's nodes (rounded, at least one),
     drawn uniformly with ``seed``; the type's largest node always stays, so every
-    job that fitted a node of the type still fits one."""
+    job that fitted a node of the type still fits one.
+
+    ``rack_size``: the kept nodes are racked anew, that many nodes of one type a
+    rack in their order (``<type>-rNNN``), as the converters rack a whole
+    cluster; otherwise a sample keeps its nodes' racks, a few nodes each."""
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1] (got {share!r})")
     rng = random.Random(seed)
@@ -64,6 +70,14 @@ def sample_nodes(cluster: Instance, share: float, seed: int = 0) -> Instance:
         rest = [k for k in members if k != largest]
         kept += [largest, *rng.sample(rest, max(0, round(share * len(members)) - 1))]
     nodes = tuple(cluster.nodes[k] for k in sorted(kept))
+    if rack_size is not None:
+        seen: dict[str, int] = {}
+        racked = []
+        for node in nodes:
+            k = seen.get(node.gpu_type, 0)
+            seen[node.gpu_type] = k + 1
+            racked.append(replace(node, rack=f"{node.gpu_type}-r{k // rack_size:03d}"))
+        nodes = tuple(racked)
     return replace(cluster, name=f"{cluster.name}-{share:g}", nodes=nodes)
 
 
