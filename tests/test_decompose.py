@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from functools import partial
 
 import pytest
 
 from whale_opt.check import check
-from whale_opt.decision import Action, Decision, Status
+from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
+from whale_opt.executors import LocalExecutor, WorkerLost
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import assemble
@@ -43,8 +46,8 @@ def test_split_decision_passes_the_checker(family: str) -> None:
         instance, _pool("wspt"), "wspt", SolveOptions(time_limit_s=2.0), max_gpus=64
     )
     assert check(instance, decision) == []
-    assert {item.id for item in decision.jobs} == {
-        job.id for job in (*instance.queue, *instance.running)
+    assert {item.id for item in decision.jobs} == {job.id for job in instance.queue} | {
+        job.id for job in instance.running
     }
 
 
@@ -220,3 +223,190 @@ def test_a_split_round_is_no_worse_than_the_whole_rounds_greedy(solver: str) -> 
     split = solve(instance, solver, time_limit_s=4.0, split_above_gpus=128)
     assert check(instance, split) == []
     assert split.objective <= greedy.objective
+
+
+# -- a pool whose worker dies ------------------------------------------------------
+
+DOOMED = "h100-0000"  # the first node of the busiest pool of lost_round()
+LOST_OPTIONS = SolveOptions(time_limit_s=20.0, preset="deterministic")
+
+
+def lost_round() -> Instance:
+    """A round of seven pools at 128 GPUs, without quotas: a quota spans pools, and
+    its merge-time re-check could move jobs of other pools when the doomed pool's
+    decisions change."""
+    instance = generate("hetero", gpus=512, queued=60, seed=3)
+    return instance.replace(
+        tenants={name: Tenant(name) for name in instance.tenants},
+    )
+
+
+def dies_with_its_pool(instance: Instance, options: SolveOptions, *, solver: str) -> Decision:
+    """A pool solve that kills its own worker process when it holds node DOOMED."""
+    if any(node.id == DOOMED for node in instance.nodes):
+        os._exit(1)
+    return solve_one_pool(instance, options, solver=solver)
+
+
+def doomed_jobs(instance: Instance, max_gpus: int) -> set[str]:
+    """Ids of the queued jobs assigned to the pool that holds DOOMED."""
+    (pool,) = [p for p in pools(instance, max_gpus) if instance.nodes[p.nodes[0]].id == DOOMED]
+    return {instance.queue[k].id for k in pool.jobs}
+
+
+def test_a_worker_killed_mid_round_costs_only_its_pool_its_policy() -> None:
+    # Pools decided by fifo (deterministic, unlike a wall-clock-limited solver under
+    # contention), so the pools that survive must decide exactly as in a whole run.
+    instance = lost_round()
+    with LocalExecutor(2) as local:
+        lost = solve_split(
+            instance,
+            partial(dies_with_its_pool, solver="fifo"),
+            "fifo",
+            LOST_OPTIONS,
+            max_gpus=128,
+            executor=local,
+            workers=2,
+        )
+        whole = solve_split(
+            instance, _pool("fifo"), "fifo", LOST_OPTIONS, max_gpus=128, executor=local, workers=2
+        )
+    greedy = solve_split(instance, _pool("wspt"), "wspt", LOST_OPTIONS, max_gpus=128)
+    assert check(instance, lost) == []
+    assert lost.wall_s < LOST_OPTIONS.time_limit_s
+    assert lost.status is Status.GREEDY_FALLBACK and whole.status is not Status.GREEDY_FALLBACK
+    assert lost.stats["pools_fallback"] == 1 and whole.stats["pools_fallback"] == 0
+    doomed = doomed_jobs(instance, 128)
+    (named,) = [key for key in lost.stats if key.startswith("fallback_pool_")]
+    assert lost.stats[named] == len(doomed)
+    for item in lost.jobs:
+        assert item == (greedy.job(item.id) if item.id in doomed else whole.job(item.id))
+    assert sum(greedy.job(j) != whole.job(j) for j in doomed) > len(doomed) // 2
+
+
+def test_a_broken_process_pool_still_leaves_a_checked_decision() -> None:
+    instance = lost_round()
+    options = SolveOptions(time_limit_s=5.0)
+    with ProcessPoolExecutor(2) as broken:
+        decision = solve_split(
+            instance,
+            partial(dies_with_its_pool, solver="wspt"),
+            "wspt",
+            options,
+            max_gpus=128,
+            executor=broken,
+            workers=2,
+        )
+    assert check(instance, decision) == []
+    assert decision.wall_s < options.time_limit_s
+    assert decision.status is Status.GREEDY_FALLBACK
+    # A ProcessPoolExecutor fails every task it still held: at least the doomed pool.
+    assert 1 <= decision.stats["pools_fallback"] <= decision.stats["pools"]
+
+
+def raises_in_one_pool(instance: Instance, options: SolveOptions) -> Decision:
+    """A pool solve that raises in the pool that holds DOOMED."""
+    if any(node.id == DOOMED for node in instance.nodes):
+        raise RuntimeError("solver crashed")
+    return solve_one_pool(instance, options, solver="wspt")
+
+
+def test_a_pool_that_raises_here_falls_back_too() -> None:
+    instance = lost_round()
+    decision = solve_split(instance, raises_in_one_pool, "wspt", LOST_OPTIONS, max_gpus=128)
+    assert check(instance, decision) == []
+    assert decision.stats["pools_fallback"] == 1
+    assert decision.status is Status.GREEDY_FALLBACK
+
+
+def test_the_local_executor_replaces_a_dead_worker_and_keeps_the_others() -> None:
+    with LocalExecutor(2) as local:
+        futures = [local.submit(_square_or_die, x) for x in range(6)]
+        outcomes = []
+        for future in futures:
+            try:
+                outcomes.append(future.result(timeout=30))
+            except WorkerLost:
+                outcomes.append(None)
+        assert outcomes == [0, 1, 4, None, 16, 25]
+        assert list(local.map(_square_or_die, [5, 6])) == [25, 36]
+
+
+def _square_or_die(x: int) -> int:
+    if x == 3:
+        os._exit(3)
+    return x * x
+
+
+def hangs_in_one_pool(instance: Instance, options: SolveOptions) -> Decision:
+    """A pool solve that never answers in the pool that holds DOOMED."""
+    if any(node.id == DOOMED for node in instance.nodes):
+        time.sleep(60)
+    return solve_one_pool(instance, options, solver="fifo")
+
+
+def test_a_pool_without_an_answer_by_the_deadline_falls_back() -> None:
+    instance = lost_round()
+    options = SolveOptions(time_limit_s=2.0)
+    local = LocalExecutor(2)
+    try:
+        decision = solve_split(
+            instance, hangs_in_one_pool, "fifo", options, max_gpus=128, executor=local, workers=2
+        )
+    finally:
+        local.shutdown(wait=False)
+    assert check(instance, decision) == []
+    assert decision.wall_s < options.time_limit_s
+    assert decision.stats["pools_fallback"] == 1
+
+
+# -- what a replay's rounds reuse or skip --------------------------------------------
+
+
+@pytest.mark.parametrize(("family", "queued"), [("hetero", 200), ("dgx1", 60), ("fragmented", 8)])
+def test_the_baseline_wins_exactly_as_when_it_was_always_made(family: str, queued: int) -> None:
+    instance = generate(family, gpus=512, queued=queued, seed=2)
+    options = SolveOptions(time_limit_s=10.0)
+    decision = solve_split(
+        instance, _pool("wspt"), "wspt", options, max_gpus=64, baseline=wspt_greedy
+    )
+    merged = solve_split(instance, _pool("wspt"), "wspt", options, max_gpus=64)
+    alone = assemble(instance, "wspt", wspt_greedy(instance), Status.FEASIBLE, 0.0, 0.0)
+    expected = alone if alone.objective < merged.objective else merged
+    assert decision.jobs == expected.jobs
+
+
+def _no_baseline(instance: Instance) -> list[JobDecision]:
+    raise AssertionError("the baseline cannot beat a decision at the trivial bound")
+
+
+def test_no_baseline_is_made_when_nothing_has_to_wait() -> None:
+    instance = generate("hetero", gpus=512, queued=0, seed=2)
+    options = SolveOptions(time_limit_s=10.0)
+    empty = solve_split(
+        instance, _pool("wspt"), "wspt", options, max_gpus=64, baseline=_no_baseline
+    )
+    assert check(instance, empty) == [] and empty.objective == 0
+    idle = instance.replace(running=(), queue=generate("hetero", gpus=512, queued=3, seed=2).queue)
+    few = solve_split(idle, _pool("wspt"), "wspt", options, max_gpus=64, baseline=_no_baseline)
+    assert check(idle, few) == [] and {item.start_s for item in few.jobs} == {0}
+
+
+def test_pools_are_cut_afresh_when_a_node_record_changes() -> None:
+    instance = lost_round()
+    first = pools(instance, 128)
+    assert pools(instance.replace(queue=instance.queue[:30]), 128) == pools(
+        instance.replace(queue=instance.queue[:30], nodes=tuple(map(_copy, instance.nodes))), 128
+    )
+    nodes = list(instance.nodes)
+    busiest = max(first, key=lambda p: len(p.jobs))
+    for k in busiest.nodes:
+        nodes[k] = replace(nodes[k], down=True)
+    down = instance.replace(running=(), nodes=tuple(nodes))
+    moved = pools(down, 128)
+    assert all(not set(busiest.nodes) & {*p.nodes} or not p.jobs for p in moved)
+    assert moved != first
+
+
+def _copy(node: Node) -> Node:
+    return replace(node)

@@ -1,17 +1,23 @@
-"""The Ray executor on a local three-node Ray cluster: the same decisions as local processes."""
+"""The Ray executor on a local three-node Ray cluster: the same decisions as local
+processes, and a worker killed mid-round costs only its own pool."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
 from whale_opt.check import check
-from whale_opt.executors import RayExecutor, make_executor
+from whale_opt.decision import Decision, Status
+from whale_opt.decompose import pools, solve_split
+from whale_opt.executors import LocalExecutor, RayExecutor, make_executor
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
-from whale_opt.solve import solve
+from whale_opt.problem_data import Instance, Tenant
+from whale_opt.solve import solve, solve_one_pool
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -56,6 +62,39 @@ def test_a_sweep_fans_out_over_the_same_executor(executor: RayExecutor) -> None:
     for instance, decision in zip(instances, decided, strict=True):
         assert check(instance, decision) == []
         assert decision.jobs == solve(instance, "wspt").jobs
+
+
+DOOMED = "h100-0000"  # the first node of the busiest pool at 128 GPUs a pool
+
+
+def dies_with_its_pool(instance: Instance, options: SolveOptions) -> Decision:
+    """A pool solve (fifo) that kills its own worker process when it holds DOOMED."""
+    if any(node.id == DOOMED for node in instance.nodes):
+        os._exit(1)
+    return solve_one_pool(instance, options, solver="fifo")
+
+
+def test_a_ray_worker_killed_mid_round_costs_only_its_pool(executor: RayExecutor) -> None:
+    # Ray workers cannot import this test module: ship the pool solve by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    instance = generate("hetero", gpus=512, queued=60, seed=3)
+    instance = instance.replace(tenants={name: Tenant(name) for name in instance.tenants})
+    options = SolveOptions(time_limit_s=30.0)
+    on_ray = solve_split(
+        instance, dies_with_its_pool, "fifo", options, max_gpus=128, executor=executor, workers=3
+    )
+    with LocalExecutor(3) as local:
+        here = solve_split(
+            instance, dies_with_its_pool, "fifo", options, max_gpus=128, executor=local, workers=3
+        )
+    (doomed,) = [
+        k for k, p in enumerate(pools(instance, 128)) if instance.nodes[p.nodes[0]].id == DOOMED
+    ]
+    assert check(instance, on_ray) == []
+    assert on_ray.wall_s < options.time_limit_s
+    assert on_ray.status is Status.GREEDY_FALLBACK
+    assert on_ray.stats["pools_fallback"] == 1 and f"fallback_pool_{doomed}" in on_ray.stats
+    assert on_ray.jobs == here.jobs
 
 
 def test_unknown_executor_names_the_choices() -> None:

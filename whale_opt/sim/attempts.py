@@ -29,6 +29,9 @@ class Attempts:
         self.checkpoint_interval_s = checkpoint_interval_s
         self.node_type = {node.id: node.gpu_type for node in cluster.nodes}
         self.busy_on: dict[str, int] = defaultdict(int)  # node -> GPUs held
+        # Healthy GPUs per node record: records are replaced, never changed, so a
+        # count stays right while its node is the same object (not rescanned each round).
+        self._healthy: dict[str, tuple[Node, int]] = {}
 
     def start(self, job_id: str, gpus: tuple[str, ...], now: int) -> int:
         """Start ``job_id``'s next attempt on ``gpus``; returns when it will complete."""
@@ -100,7 +103,8 @@ class Attempts:
         larger gangs); ``eligible`` gives each job's GPU types.
         """
         nodes = tuple(nodes)
-        healthy = sum(len(node.healthy_indices) for node in nodes)
+        healthy_on = {node.id: self._healthy_count(node) for node in nodes}
+        healthy = sum(healthy_on.values())
         busy = sum(self.busy_on.values())
         need: dict[str, int] = {}
         for job_id, job in queue.items():
@@ -108,7 +112,7 @@ class Attempts:
                 need[name] = min(need.get(name, job.gpu_count), job.gpu_count)
         fragmented = 0
         for node in nodes:
-            free = len(node.healthy_indices) - self.busy_on[node.id]
+            free = healthy_on[node.id] - self.busy_on[node.id]
             if (
                 free > 0
                 and node.gpu_type in need
@@ -121,3 +125,9 @@ class Attempts:
             "free_gpus": healthy - busy,
             "fragmented_gpus": fragmented,
         }
+
+    def _healthy_count(self, node: Node) -> int:
+        known = self._healthy.get(node.id)
+        if known is None or known[0] is not node:
+            known = self._healthy[node.id] = (node, len(node.healthy_indices))
+        return known[1]

@@ -4,19 +4,36 @@
 where events, failures and attempts are handled) to its end, each round
 decided by the scheduler's policy, and measures the run from its record
 (:func:`~whale_opt.sim.metrics.build_result`).
+
+On a cluster past the scheduler's ``split_above_gpus``, where every round is
+split into pools (see :func:`whale_opt.solve.solve`), the pools are solved
+on one executor for the whole run, not on processes made per round: for
+``cpsat``, whose pools take their share of the time limit,
+:data:`~whale_opt.solve.LOCAL_WORKERS` local processes that live as long as
+the run; for the heuristics, whose pools take no time limit, the round's own
+process (:class:`~whale_opt.executors.InlineExecutor`), which decides the
+same without sending the pools anywhere. Such a round is decided as
+``scheduler.propose`` decides it, with that executor; every other round is
+``scheduler.propose``'s.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 
+from whale_opt.decision import Decision
+from whale_opt.executors import InlineExecutor, LocalExecutor
 from whale_opt.policies import SchedulingPolicy
 from whale_opt.problem_data import Instance
 from whale_opt.sim.config import SimConfig
-from whale_opt.sim.engine import EventLoop
+from whale_opt.sim.engine import EventLoop, PendingRound
 from whale_opt.sim.metrics import SimResult, build_result
 from whale_opt.sim.trace import TraceJob
+from whale_opt.solve import LOCAL_WORKERS, solve
+
+TIME_LIMITED = frozenset({"cpsat"})  # policies whose pools use their share of the limit
 
 
 class Simulator:
@@ -31,18 +48,50 @@ class Simulator:
         policy: SchedulingPolicy | None = None,
     ) -> None:
         self.loop = EventLoop(trace, cluster, config, policy=policy)
+        self._pools: Executor | None = None  # made with the first split round
+        cut = self.loop.scheduler.split_above_gpus
+        self._large = cut is not None and sum(n.gpu_count for n in cluster.nodes) > cut
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Replay until every job is done, nothing more can happen, or a limit is hit."""
         started = time.perf_counter()
-        loop, scheduler = self.loop, self.loop.scheduler
+        loop = self.loop
         reported = 0
-        while (pending := loop.advance()) is not None:
-            loop.apply(scheduler.propose(pending.now, pending.instance))
-            if progress is not None and loop.completed != reported:
-                reported = loop.completed  # completions happen between rounds
-                progress(reported)
+        try:
+            while (pending := loop.advance()) is not None:
+                loop.apply(self.propose(pending))
+                if progress is not None and loop.completed != reported:
+                    reported = loop.completed  # completions happen between rounds
+                    progress(reported)
+        finally:
+            if self._pools is not None:
+                self._pools.shutdown()
+                self._pools = None
         return build_result(loop.record, time.perf_counter() - started)
+
+    def propose(self, pending: PendingRound) -> Decision:
+        """The scheduler's decision for ``pending`` (as ``scheduler.propose``), with
+        split rounds solved on the run's executor."""
+        scheduler = self.loop.scheduler
+        if scheduler.solver is None or not self._large:
+            return scheduler.propose(pending.now, pending.instance)
+        return solve(
+            pending.instance,
+            scheduler.solver,
+            scheduler.options,
+            split_above_gpus=scheduler.split_above_gpus,
+            policy=scheduler.policy,
+            executor=self.pools,
+        )
+
+    @property
+    def pools(self) -> Executor:
+        """The executor of the run's split rounds (made when first asked for)."""
+        if self._pools is None:
+            solver = self.loop.scheduler.solver
+            timed = solver in TIME_LIMITED
+            self._pools = LocalExecutor(LOCAL_WORKERS) if timed else InlineExecutor(LOCAL_WORKERS)
+        return self._pools
 
 
 def simulate(
