@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
-from contextlib import nullcontext
+from concurrent.futures import Executor
 from functools import partial
 
 from whale_opt.bounds import trivial_bound
@@ -32,6 +31,7 @@ from whale_opt.budget import GREEDY_SHARE, bound_fits, head_size, round_cost, sp
 from whale_opt.cpsat.model import CpSatPolicy
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
+from whale_opt.executors import LocalExecutor
 from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.protocol import SchedulingPolicy
@@ -126,8 +126,10 @@ def _solve_pools(
     """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``
     on ``executor`` (None: :data:`LOCAL_WORKERS` local processes, made for the round),
     no worse than ``baseline`` (see :func:`whale_opt.decompose.solve_split`)."""
-    owned = executor is None
-    with ProcessPoolExecutor(LOCAL_WORKERS) if owned else nullcontext(executor) as pool:
+    # Our own local workers: one killed or hung fails only its pool, and the round
+    # does not wait for a hung one on its way out.
+    pool = LocalExecutor(LOCAL_WORKERS) if executor is None else executor
+    try:
         # The standard executors say how many pools run at once; assume the local
         # count for one that does not (it only sets each pool's share of the limit).
         workers = getattr(pool, "_max_workers", LOCAL_WORKERS)
@@ -141,6 +143,9 @@ def _solve_pools(
             workers=workers,
             baseline=baseline,
         )
+    finally:
+        if executor is None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def solve_head(
