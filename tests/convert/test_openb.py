@@ -30,9 +30,13 @@ def test_cluster_maps_models_cpu_memory_racks() -> None:
 
 def test_trace_counts_and_fields() -> None:
     jobs, report = read_openb_trace(PODS)
-    assert (report.rows, report.cpu_only_skipped, report.pending_skipped) == (64, 5, 2)
-    assert report.fractional == 19
-    assert report.jobs == len(jobs) == 64 - 5 - 2
+    assert (report.rows, report.cpu_only, report.pending_skipped) == (64, 5, 2)
+    assert report.fractional == 19 and report.cpu_only_skipped == 0
+    assert report.jobs == len(jobs) == 64 - 2
+    # Shares and CPU-only pods are kept as they are.
+    assert sum(job.gpu_milli < 1000 for job in jobs) == 19
+    assert all(job.gpus == 1 for job in jobs if job.gpu_milli < 1000)
+    assert sum(job.gpus == 0 for job in jobs) == 5
     first = jobs[0]  # openb-pod-0000: 12000 milli, 16384 MiB, LS, 0 .. 12537496
     speed = DEFAULT_ASSUMPTIONS.model("G2").speed
     assert (first.id, first.submit_s, first.cpu, first.memory_gb) == ("openb-pod-0000", 0, 12, 16)
@@ -44,10 +48,16 @@ def test_trace_counts_and_fields() -> None:
     assert max(job.gpus for job in jobs) == 8
 
 
+def test_whole_gpus_rounds_shares_up_and_drops_cpu_only_pods() -> None:
+    jobs, report = read_openb_trace(PODS, whole_gpus=True)
+    assert (report.cpu_only_skipped, report.fractional, report.jobs) == (5, 19, 64 - 5 - 2)
+    assert all(job.gpu_milli == 1000 and job.gpus >= 1 for job in jobs)
+
+
 def test_pending_from_creation() -> None:
     jobs, report = read_openb_trace(PODS, pending="creation")
     assert report.pending == 2 and report.pending_skipped == 0
-    assert len(jobs) == 59
+    assert len(jobs) == 64
 
 
 def test_malformed_row_names_file_line_field() -> None:

@@ -94,6 +94,12 @@ def import_group() -> None:
     show_default=True,
     help="Pods never scheduled: skip, or run deletion - creation.",
 )
+@click.option(
+    "--whole-gpus",
+    is_flag=True,
+    help="Round shares of a GPU up to a whole GPU and drop CPU-only pods "
+    "(default: keep gpu_milli shares and CPU-only pods).",
+)
 @_assumptions_option
 @_input_errors
 def import_openb(
@@ -103,6 +109,7 @@ def import_openb(
     cluster_out: Path | None,
     trace_out: Path | None,
     pending: str,
+    whole_gpus: bool,
     assumptions_file: Path | None,
 ) -> None:
     """Alibaba GPU v2023 (openb): node list -> cluster, pod list -> trace."""
@@ -119,7 +126,9 @@ def import_openb(
         _report(f"nodes {source}", node_report)
     if trace_out is not None:
         source = _source(pods, data, folder, "openb_pod_list_default.csv")
-        trace, pod_report = read_openb_trace(source, assumptions, pending=pending)
+        trace, pod_report = read_openb_trace(
+            source, assumptions, pending=pending, whole_gpus=whole_gpus
+        )
         _report(f"pods {source}", pod_report)
     _write_outputs(cluster, cluster_out, trace, trace_out)
 

@@ -50,8 +50,10 @@ class OpenbNodeReport:
 class OpenbPodReport:
     """What became of the pod list (counts of rows).
 
-    ``jobs`` made it into the trace; ``fractional`` of them asked for part of
-    a GPU and take a whole one; ``cpu_only_skipped`` had no GPU;
+    ``jobs`` made it into the trace; ``fractional`` of them ask for part of
+    one GPU (``gpu_milli``; a whole one with ``whole_gpus``); ``cpu_only``
+    pods have no GPU and are kept (``cpu_only_skipped``: dropped with
+    ``whole_gpus``);
     ``pending`` had no scheduled time (skipped, or timed from creation);
     ``censored`` were still running when the trace ends (their deletion time
     is the trace's end, so their duration is a lower bound); ``clamped``
@@ -61,6 +63,7 @@ class OpenbPodReport:
     rows: int = 0
     jobs: int = 0
     fractional: int = 0
+    cpu_only: int = 0
     cpu_only_skipped: int = 0
     pending: int = 0
     pending_skipped: int = 0
@@ -118,6 +121,7 @@ def read_openb_trace(
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     pending: str = "skip",
     measured_on: str = "G2",
+    whole_gpus: bool = False,
 ) -> tuple[tuple[TraceJob, ...], OpenbPodReport]:
     """The job trace of an openb pod list, and counts of what was done to it.
 
@@ -129,6 +133,11 @@ def read_openb_trace(
     and the trace says which: they count as run on source model
     ``measured_on`` (the most common GPU), so ``actual_duration_s`` (at
     speed 1.0) is the measured time x that model's speed.
+
+    A pod asking part of one GPU keeps its share (``gpu_milli``) and a
+    CPU-only pod (``num_gpu`` 0) is kept with ``gpus`` 0; ``whole_gpus``
+    rounds shares up to a whole GPU and drops CPU-only pods instead (as
+    engines without GPU sharing must).
     """
     if pending not in PENDING_CHOICES:
         raise ValueError(f"pending must be one of {', '.join(PENDING_CHOICES)} (got {pending!r})")
@@ -148,10 +157,14 @@ def read_openb_trace(
         phases[phase] += 1
         gpus = row.integer("num_gpu")
         if gpus == 0:
-            counts["cpu_only_skipped"] += 1
-            continue
+            counts["cpu_only"] += 1
+            if whole_gpus:
+                counts["cpu_only_skipped"] += 1
+                continue
+        milli = 1000
         if gpus == 1 and row.integer("gpu_milli") < 1000:
             counts["fractional"] += 1
+            milli = 1000 if whole_gpus else row.integer("gpu_milli")
         created = row.integer("creation_time")
         start = created
         if not row.text("scheduled_time"):
@@ -178,16 +191,18 @@ def read_openb_trace(
             "memory_gb": row.number("memory_mib") / 1024,
             "weight": _weight(row, qos, assumptions),
             "topology": "node",
+            "gpu_milli": milli,
         }
         rows.append((created, {**fields, "line": row.line}))
     if not rows:
-        raise InputError(str(path), "(file)", "has no GPU pods to convert")
+        raise InputError(str(path), "(file)", "has no pods to convert")
     first = min(created for created, _ in rows)
     jobs = tuple(_job(str(path), created - first, spec) for created, spec in rows)
     report = OpenbPodReport(
         rows=counts["rows"],
         jobs=len(jobs),
         fractional=counts["fractional"],
+        cpu_only=counts["cpu_only"],
         cpu_only_skipped=counts["cpu_only_skipped"],
         pending=counts["pending"],
         pending_skipped=counts["pending_skipped"],

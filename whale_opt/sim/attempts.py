@@ -29,15 +29,17 @@ class Attempts:
         self.checkpoint_interval_s = checkpoint_interval_s
         self.node_type = {node.id: node.gpu_type for node in cluster.nodes}
         self.busy_on: dict[str, int] = defaultdict(int)  # node -> GPUs held
+        self._holders: dict[str, int] = defaultdict(int)  # GPU -> jobs on it (shares: several)
         # Healthy GPUs per node record: records are replaced, never changed, so a
         # count stays right while its node is the same object (not rescanned each round).
         self._healthy: dict[str, tuple[Node, int]] = {}
 
-    def start(self, job_id: str, gpus: tuple[str, ...], now: int) -> int:
-        """Start ``job_id``'s next attempt on ``gpus``; returns when it will complete."""
+    def start(self, job_id: str, gpus: tuple[str, ...], now: int, node: str | None = None) -> int:
+        """Start ``job_id``'s next attempt on ``gpus`` (a CPU-only job: on ``node``);
+        returns when it will complete."""
         run = self.jobs[job_id]
         run.gpus = gpus
-        run.gpu_type = self.node_type[gpus[0].rpartition("/")[0]]
+        run.gpu_type = self.node_type[gpus[0].rpartition("/")[0] if gpus else str(node)]
         run.started_at = now
         run.restore_s, run.restore_due = run.restore_due, 0
         run.run_s = run.restore_s + max(
@@ -46,7 +48,9 @@ class Attempts:
         if run.first_start is None:
             run.first_start = now
         for gpu in gpus:
-            self.busy_on[gpu.rpartition("/")[0]] += 1
+            self._holders[gpu] += 1
+            if self._holders[gpu] == 1:  # a GPU shared by several jobs is busy once
+                self.busy_on[gpu.rpartition("/")[0]] += 1
         return now + run.run_s
 
     def complete(self, job_id: str, attempt: int, now: int) -> bool:
@@ -86,7 +90,9 @@ class Attempts:
     def _release(self, job_id: str) -> None:
         run = self.jobs[job_id]
         for gpu in run.gpus:
-            self.busy_on[gpu.rpartition("/")[0]] -= 1
+            self._holders[gpu] -= 1
+            if self._holders[gpu] == 0:
+                self.busy_on[gpu.rpartition("/")[0]] -= 1
         run.attempt += 1
         run.started_at = None
 

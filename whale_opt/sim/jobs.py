@@ -157,4 +157,6 @@ def full_run_s(run: JobRun, cluster: Instance, gpu_type: str) -> float:
     if gpu_type in by_type:
         return run.ratio * by_type[gpu_type]
     base = run.trace.actual_duration_s or run.ratio * (run.estimate_s or 0)
+    if run.trace.gpus == 0:
+        return base  # a CPU-only job runs as long on any node (as Instance.durations)
     return base / cluster.gpu_types[gpu_type].speed
