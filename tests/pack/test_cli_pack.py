@@ -62,3 +62,30 @@ def test_a_bad_pod_list_exits_2_naming_file_and_line(tmp_path: Path) -> None:
     assert code == 2
     assert "openb_pod_list_bad.csv" in output and "line 5: gpu_milli" in output
     assert str(OPENB) in output
+
+
+def test_pack_runs_frag_aware_and_cpsat_rounds(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, output = _pack(
+        "--trace", "tiny", "--policy", "cpsat-b16", "--policy", "FGD", "--policy", "frag-aware",
+        "--seeds", "1", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, output
+    assert "| trace | FGD | frag-aware | cpsat-b16 |" in output  # the study's order
+    with (out / "curves.csv").open() as handle:
+        assert len({r["policy"] for r in csv.DictReader(handle)}) == 3
+
+
+def test_policy_groups_name_ours_and_the_published_six() -> None:
+    from whale_opt.cli.pack import _policies
+
+    assert _policies(()) == ["Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD"]
+    ours = ["frag-aware", "cpsat-b1", "cpsat-b16", "cpsat-b64", "cpsat-b256"]
+    assert _policies(("ours", "FGD")) == ["FGD", *ours]
+    assert len(_policies(("all",))) == 11
+
+
+def test_an_unknown_batch_size_exits_2_naming_option_and_value(tmp_path: Path) -> None:
+    code, output = _pack("--trace", "tiny", "--policy", "cpsat-b32", "-o", str(tmp_path))
+    assert code == 2
+    assert "--policy" in output and "cpsat-b32" in output

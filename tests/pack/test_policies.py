@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from whale_opt.pack import POLICIES, PackState, Placement, TargetWorkload, arrange, pods_of
+from whale_opt.pack import POLICIES, PackState, Placement, arrange, pods_of
 from whale_opt.pack.policies import (
     BestFitPolicy,
     ClusteringPolicy,
@@ -18,13 +18,13 @@ from whale_opt.pack.trace import MILLI, PackCluster, PodList
 from .builders import cluster_of, pod
 
 
-@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("name", sorted(n for n in POLICIES if not n.startswith("cpsat-")))
 def test_every_policy_places_only_where_the_pod_fits(
     name: str, tiny_cluster: PackCluster, tiny_pods: PodList
 ) -> None:
     rng = np.random.default_rng(3)
     pods = pods_of(tiny_pods, tiny_cluster)
-    policy = POLICIES[name](TargetWorkload.of(tiny_pods, tiny_cluster))
+    policy = POLICIES[name](tiny_pods, tiny_cluster)
     state = PackState(tiny_cluster)
     state.shuffle_ties(rng)
     placed = 0

@@ -104,3 +104,20 @@ def test_a_bad_pod_list_names_file_line_and_column() -> None:
     message = str(caught.value)
     assert "openb_pod_list_bad.csv" in message and "line 5" in message
     assert "gpu_milli" in message and "1500" in message
+
+
+def test_unplace_gives_back_exactly_what_place_took() -> None:
+    cluster = cluster_of((32_000, 4, "T4"))
+    state = PackState(cluster)
+    before = (state.free.copy(), state.cpu_left.copy(), state.classes.copy(), state.used_milli)
+    share, whole = pod(cluster, milli=300), pod(cluster, num_gpu=2)
+    state.place(share, Placement(0, (1,)))
+    state.place(whole, Placement(0, (2, 3)))
+    state.unplace(whole, Placement(0, (2, 3)))
+    state.unplace(share, Placement(0, (1,)))
+    after = (state.free, state.cpu_left, state.classes, state.used_milli)
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert state.placed == 0 and state.class_kinds[0] == 0 and state.full_count[0] == 4
+    with pytest.raises(ValueError, match="was not on"):
+        state.unplace(share, Placement(0, (0,)))

@@ -9,14 +9,22 @@ import click
 from whale_opt.cli.app import EXIT_BAD_INPUT, _fail, _input_errors, main
 
 DEFAULT_DATA = Path("../shared/data/traces")
-POLICY_NAMES = ("Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD")
+PUBLISHED_NAMES = ("Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD")
+OUR_NAMES = ("frag-aware", "cpsat-b1", "cpsat-b16", "cpsat-b64", "cpsat-b256")
+POLICY_NAMES = PUBLISHED_NAMES + OUR_NAMES
+GROUPS = {"published": PUBLISHED_NAMES, "ours": OUR_NAMES, "all": POLICY_NAMES}
 
 
 def _policies(given: tuple[str, ...]) -> list[str]:
-    """Policy names in the study's order; ``all`` or nothing means the six."""
-    if not given or "all" in given:
-        return list(POLICY_NAMES)
-    return [p for p in POLICY_NAMES if p in given]
+    """Policy names in the study's order; nothing means the six published ones.
+
+    ``published`` is the six, ``ours`` is frag-aware and the cpsat rounds,
+    ``all`` is both.
+    """
+    wanted: set[str] = set()
+    for name in given or ("published",):
+        wanted.update(GROUPS.get(name, (name,)))
+    return [p for p in POLICY_NAMES if p in wanted]
 
 
 def _traces(given: tuple[str, ...], folder: Path) -> list[str]:
@@ -53,8 +61,9 @@ def _traces(given: tuple[str, ...], folder: Path) -> list[str]:
     "--policy",
     "policies",
     multiple=True,
-    type=click.Choice([*POLICY_NAMES, "all"], case_sensitive=False),
-    help="Policy to run; repeat to run several. Default: all six.",
+    type=click.Choice([*POLICY_NAMES, *GROUPS], case_sensitive=False),
+    help="Policy to run; repeat to run several. 'published': the paper's six (the default); "
+    "'ours': frag-aware and cpsat-bN (CP-SAT placing N arriving pods at once); 'all': both.",
 )
 @click.option(
     "--seeds",

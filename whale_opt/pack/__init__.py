@@ -9,6 +9,10 @@ and each policy's unallocated GPU % is read against the arrived workload.
 - :mod:`~whale_opt.pack.policies`: the Protocol and Random, DotProd,
   Clustering, Packing, BestFit.
 - :mod:`~whale_opt.pack.fgd`: the target workload, expected fragmentation, FGD.
+- :mod:`~whale_opt.pack.frag_aware`: ``frag-aware``, the engine's preference
+  for shares (least loss of capacity for future pods, then tightest fit).
+- :mod:`~whale_opt.pack.batch`: batches of arriving pods placed at once, and
+  the ``cpsat-bN`` policies; :mod:`~whale_opt.pack.batch_model`: their CP-SAT model.
 - :mod:`~whale_opt.pack.experiment`: one run (shuffle, resize, offer, record)
   and the study over seeds.
 - :mod:`~whale_opt.pack.published`: the paper's numbers.
@@ -17,6 +21,9 @@ and each policy's unallocated GPU % is read against the arrived workload.
 ``whale-opt pack`` runs it; ``bench/PACKING.md`` has the results.
 """
 
+from whale_opt.pack.batch import BatchPackPolicy as BatchPackPolicy
+from whale_opt.pack.batch import CpsatBatchPolicy as CpsatBatchPolicy
+from whale_opt.pack.batch_model import BatchModel as BatchModel
 from whale_opt.pack.experiment import GRID as GRID
 from whale_opt.pack.experiment import POLICIES as POLICIES
 from whale_opt.pack.experiment import RunResult as RunResult
@@ -26,6 +33,7 @@ from whale_opt.pack.experiment import run_once as run_once
 from whale_opt.pack.experiment import study as study
 from whale_opt.pack.fgd import FgdPolicy as FgdPolicy
 from whale_opt.pack.fgd import TargetWorkload as TargetWorkload
+from whale_opt.pack.frag_aware import FragAwarePolicy as FragAwarePolicy
 from whale_opt.pack.policies import BestFitPolicy as BestFitPolicy
 from whale_opt.pack.policies import ClusteringPolicy as ClusteringPolicy
 from whale_opt.pack.policies import DotProdPolicy as DotProdPolicy

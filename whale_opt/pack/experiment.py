@@ -6,7 +6,9 @@ capacity (above: delete uniformly random pods; below: append uniformly
 random copies of pods of the original list, stopping at the first copy that
 would pass the target), draw the node order that breaks ties between equal
 scores, then offer the pods one at a time. A pod that fits nowhere is
-dropped for good; it still counts as arrived.
+dropped for good; it still counts as arrived. A batch policy
+(:class:`~whale_opt.pack.batch.BatchPackPolicy`) gets them in batches of its
+``batch_size`` instead, in the same order, and places each batch at once.
 
 After every offer the run records the arrived GPU request (failed pods
 included) and the allocated GPU milli. The curve is the reference's
@@ -20,13 +22,15 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from whale_opt.pack.batch import BATCH_SIZES, BatchPackPolicy, CpsatBatchPolicy
 from whale_opt.pack.fgd import FgdPolicy, TargetWorkload
+from whale_opt.pack.frag_aware import FragAwarePolicy
 from whale_opt.pack.policies import (
     BestFitPolicy,
     ClusteringPolicy,
@@ -35,7 +39,7 @@ from whale_opt.pack.policies import (
     PackPolicy,
     RandomPolicy,
 )
-from whale_opt.pack.state import PackState, pods_of
+from whale_opt.pack.state import PackState, Placement, Pod, pods_of
 from whale_opt.pack.trace import PackCluster, PodList
 
 FloatArray = npt.NDArray[np.float64]
@@ -44,15 +48,28 @@ LOAD = 1.3
 GRID = np.arange(0, 131)  # arrived %, 1% buckets
 FIRST_SEED = 42  # the reference's seeds are 42..51
 
-PolicyFactory = Callable[[TargetWorkload], PackPolicy]
+PolicyFactory = Callable[[PodList, PackCluster], PackPolicy | BatchPackPolicy]
+
+
+def _cpsat(batch_size: int) -> PolicyFactory:
+    def make(pods: PodList, cluster: PackCluster) -> CpsatBatchPolicy:
+        anchor = FragAwarePolicy.of(pods, cluster)
+        return CpsatBatchPolicy(anchor, FgdPolicy(TargetWorkload.of(pods, cluster)), batch_size)
+
+    return make
+
+
 POLICIES: dict[str, PolicyFactory] = {
-    "Random": lambda _: RandomPolicy(),
-    "DotProd": lambda _: DotProdPolicy(),
-    "Clustering": lambda _: ClusteringPolicy(),
-    "Packing": lambda _: PackingPolicy(),
-    "BestFit": lambda _: BestFitPolicy(),
-    "FGD": FgdPolicy,
+    "Random": lambda _, __: RandomPolicy(),
+    "DotProd": lambda _, __: DotProdPolicy(),
+    "Clustering": lambda _, __: ClusteringPolicy(),
+    "Packing": lambda _, __: PackingPolicy(),
+    "BestFit": lambda _, __: BestFitPolicy(),
+    "FGD": lambda pods, cluster: FgdPolicy(TargetWorkload.of(pods, cluster)),
+    "frag-aware": FragAwarePolicy.of,
+    **{f"cpsat-b{size}": _cpsat(size) for size in BATCH_SIZES},
 }
+"""Policy name -> a factory given the (original) pod list and the cluster."""
 
 
 def arrange(pods: PodList, capacity_milli: int, load: float, rng: np.random.Generator) -> IntArray:
@@ -108,17 +125,16 @@ def run_once(
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     requests = pods_of(pods, cluster)
-    place = POLICIES[policy](TargetWorkload.of(pods, cluster))
+    place = POLICIES[policy](pods, cluster)
     order = arrange(pods, cluster.gpu_capacity_milli, load, rng)
     state = PackState(cluster)
     state.shuffle_ties(rng)
     arrived = np.zeros(len(order) + 1, dtype=np.int64)  # row 0: before the first offer
     used = np.zeros(len(order) + 1, dtype=np.int64)
     so_far = 0
-    for step, index in enumerate(order, start=1):
-        pod = requests[index]
+    offers = [requests[i] for i in order]
+    for step, (pod, placement) in enumerate(decisions(place, state, offers, rng), start=1):
         so_far += pod.gpu_request
-        placement = place.place(state, pod, rng)
         if placement is not None:
             state.place(pod, placement)
         arrived[step], used[step] = so_far, state.used_milli
@@ -130,6 +146,27 @@ def run_once(
         placed=state.placed,
         seconds=time.perf_counter() - started,
     )
+
+
+def decisions(
+    policy: PackPolicy | BatchPackPolicy,
+    state: PackState,
+    offers: Sequence[Pod],
+    rng: np.random.Generator,
+) -> Iterator[tuple[Pod, Placement | None]]:
+    """Each offered pod and its placement, to be applied to ``state`` before the next.
+
+    A :class:`BatchPackPolicy` decides each batch of ``batch_size`` pods when
+    its first pod comes up; any other policy decides one pod at a time.
+    """
+    if isinstance(policy, BatchPackPolicy):
+        size = policy.batch_size
+        for start in range(0, len(offers), size):
+            batch = offers[start : start + size]
+            yield from zip(batch, policy.place_batch(state, batch, rng), strict=True)
+        return
+    for pod in offers:
+        yield pod, policy.place(state, pod, rng)
 
 
 @dataclass(frozen=True)

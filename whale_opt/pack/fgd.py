@@ -191,6 +191,23 @@ class FgdPolicy:
         usable2 = usable[:, None, :] - free[..., None] * was + left[..., None] * now
         return self.frag.value(cpu[:, None], model[:, None], total[:, None], count2, usable2)
 
+    def growth(self, state: PackState, pod: Pod) -> tuple[IntArray, FloatArray]:
+        """The feasible nodes for ``pod`` and F's growth on each if placed there.
+
+        The growth is [node, GPU] for a share (``inf`` where the GPU lacks the
+        milli) and [node, 1] otherwise.
+        """
+        if state is not self._state:
+            self._bind(state)
+        nodes = np.flatnonzero(state.feasible(pod))
+        if len(nodes) == 0:
+            return nodes, np.zeros((0, 1))
+        self._refresh(state)
+        growth = self._candidates(state, pod, nodes) - self._now[nodes, None]
+        if pod.fractional:
+            growth = np.where(state.free[nodes] >= pod.milli, growth, np.inf)
+        return nodes, growth
+
     def place(self, state: PackState, pod: Pod, rng: np.random.Generator) -> Placement | None:
         """The feasible node (and GPU) where F grows least; see the module docstring."""
         if state is not self._state:

@@ -26,11 +26,13 @@ matplotlib.use("Agg")  # before pyplot is imported: files only, no display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from whale_opt.pack.experiment import GRID, StudyResult
+from whale_opt.pack.experiment import GRID, POLICIES, StudyResult
 from whale_opt.pack.published import POLICY_ORDER, PUBLISHED
 
 TOLERANCE = 0.5  # points: the issue's target for BestFit and FGD
 TARGETED = ("BestFit", "FGD")
+ZOOM_FROM = 95  # arrived %: where the inset starts
+OUR_COLOURS = ["black", "tab:pink", "tab:gray", "tab:olive", "tab:cyan"]
 
 
 def write_curves(results: Sequence[StudyResult], folder: Path) -> tuple[Path, Path]:
@@ -79,7 +81,8 @@ def markdown_table(results: Sequence[StudyResult]) -> str:
     """
     by_key = {(r.trace, r.policy): r for r in results}
     traces = list(dict.fromkeys(r.trace for r in results))
-    policies = [p for p in POLICY_ORDER if any(r.policy == p for r in results)]
+    order = list(dict.fromkeys([*POLICY_ORDER, *POLICIES]))
+    policies = [p for p in order if any(r.policy == p for r in results)]
     policies += sorted({r.policy for r in results} - set(policies))
     lines = [
         "| trace | " + " | ".join(policies) + " |",
@@ -92,35 +95,45 @@ def markdown_table(results: Sequence[StudyResult]) -> str:
 
 
 def plot_trace(results: Sequence[StudyResult], trace: str, path: Path, start: int = 75) -> Path:
-    """Unallocated % against arrived % for ``trace``, one line per policy."""
-    figure, axes = plt.subplots(figsize=(7, 4.5))
-    window = np.asarray(GRID) >= start
-    for r in (r for r in results if r.trace == trace):
-        line = axes.plot(GRID[window], r.mean[window], label=r.policy)[0]
-        axes.fill_between(
-            GRID[window],
-            (r.mean - r.sd)[window],
-            (r.mean + r.sd)[window],
-            color=line.get_color(),
-            alpha=0.2,
-        )
+    """Unallocated % against arrived % for ``trace``, one line per policy.
+
+    With more than one policy, an inset enlarges arrived >= 95% around the
+    lowest lines, where the best policies lie within a point of each other.
+    """
+    mine = [r for r in results if r.trace == trace]
+    figure, axes = plt.subplots(figsize=(8.5, 4.5))
+    panels = [(axes, np.asarray(GRID) >= start)]
+    if len(mine) > 1:
+        inset = axes.inset_axes((0.58, 0.56, 0.4, 0.4))
+        panels.append((inset, np.asarray(GRID) >= ZOOM_FROM))
+        lowest = min(r.at(100)[0] for r in mine)
+        inset.set_ylim(lowest - 0.6, lowest + 1.4)
+        inset.tick_params(labelsize="x-small")
+        inset.grid(alpha=0.3)
+    ours = iter(OUR_COLOURS * len(mine))
+    for r in mine:
+        if r.policy in POLICY_ORDER:  # the paper's: solid, in matplotlib's first colours
+            colour, dash = f"C{POLICY_ORDER.index(r.policy)}", "-"
+        else:  # ours: dashed, in colours the paper's lines do not use
+            colour, dash = next(ours), "--"
         published = PUBLISHED.get(trace, {}).get(r.policy)
-        if published is not None:
-            axes.errorbar(
-                [100],
-                [published[0]],
-                yerr=[published[1]],
-                fmt="x",
-                color=line.get_color(),
-                capsize=3,
-            )
-    axes.axvline(100, color="grey", linewidth=0.8, linestyle=":")
+        for panel, window in panels:
+            label = r.policy if panel is axes else None
+            panel.plot(GRID[window], r.mean[window], label=label, color=colour, linestyle=dash)
+            low, high = (r.mean - r.sd)[window], (r.mean + r.sd)[window]
+            panel.fill_between(GRID[window], low, high, color=colour, alpha=0.2)
+            if published is not None:
+                panel.errorbar(
+                    [100], [published[0]], yerr=[published[1]], fmt="x",
+                    color=colour, capsize=3,
+                )  # fmt: skip
+            panel.axvline(100, color="grey", linewidth=0.8, linestyle=":")
     axes.set_xlabel("arrived workload (% of cluster GPU capacity)")
     axes.set_ylabel("unallocated GPU (%)")
-    seeds = max((len(r.seeds) for r in results if r.trace == trace), default=0)
+    seeds = max((len(r.seeds) for r in mine), default=0)
     axes.set_title(f"openb {trace}: mean ± sd over {seeds} seeds (x: published at 100%)")
     axes.grid(alpha=0.3)
-    axes.legend()
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

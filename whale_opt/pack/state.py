@@ -171,9 +171,35 @@ class PackState:
                 self.class_kinds[node] += 1
             self.classes[node, kind] += 1
             self.used_milli += pod.gpu_request
+        self._touch(node)
+        self.placed += 1
+
+    def unplace(self, pod: Pod, placement: Placement) -> None:
+        """Give back what :meth:`place` took for ``pod`` on ``placement`` (a batch's trial)."""
+        node, gpus = placement
+        self.cpu_left[node] += pod.cpu
+        self.memory_left[node] += pod.memory
+        if gpus:
+            row = self.free[node]
+            row[list(gpus)] += pod.milli
+            if (row > MILLI).any():
+                row[list(gpus)] -= pod.milli
+                raise ValueError(f"pod {pod.index} was not on {placement}")
+            self.total_free[node] = row.sum()
+            self.max_free[node] = row.max()
+            self.full_count[node] = int((row[: self.gpu_count[node]] == MILLI).sum())
+            kind = pod.affinity
+            self.classes[node, kind] -= 1
+            if self.classes[node, kind] == 0:
+                self.class_kinds[node] -= 1
+            self.used_milli -= pod.gpu_request
+        self._touch(node)
+        self.placed -= 1
+
+    def _touch(self, node: int) -> None:
+        """Stamp ``node`` with a new epoch: caches of its values are stale."""
         self.epoch += 1
         self.node_epoch[node] = self.epoch
-        self.placed += 1
 
 
 def best_fit_gpus(state: PackState, pod: Pod, node: int) -> tuple[int, ...]:
