@@ -125,7 +125,7 @@ def header(title: str, args: argparse.Namespace, lines: list[str]) -> list[str]:
 
 
 def openb(args: argparse.Namespace) -> list[str]:
-    folder = TRACES / "alibaba-gpu-v2023"
+    folder = args.data / "alibaba-gpu-v2023"
     full, _ = read_openb_cluster(folder / "openb_node_list_gpu_node.csv")
     trace, report = read_openb_trace(folder / "openb_pod_list_default.csv")
     trace = tuple(sorted(trace, key=lambda job: (job.submit_s, job.id)))[: args.jobs]
@@ -149,7 +149,7 @@ def openb(args: argparse.Namespace) -> list[str]:
 
 
 def philly(args: argparse.Namespace) -> list[str]:
-    folder = TRACES / "philly"
+    folder = args.data / "philly"
     full, _ = read_philly_cluster(folder / "cluster_machine_list.csv")
     trace, _ = read_philly_trace(folder / "jobs_ge4gpu_pass.json")
     trace = tuple(sorted(trace, key=lambda job: (job.submit_s, job.id)))[: args.jobs]
@@ -172,7 +172,7 @@ def philly(args: argparse.Namespace) -> list[str]:
 
 
 def gavel(args: argparse.Namespace) -> list[str]:
-    throughputs = read_gavel(TRACES / "gavel" / "simulation_throughputs.json")
+    throughputs = read_gavel(args.data / "gavel" / "simulation_throughputs.json")
     cluster = gavel_cluster(36)
     capacity = fluid_capacity_per_h(cluster, throughputs)
     jobs = args.jobs or 1000
@@ -216,6 +216,7 @@ def gavel(args: argparse.Namespace) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", choices=("openb", "philly", "gavel"))
+    parser.add_argument("--data", type=Path, default=TRACES, help="the traces folder")
     parser.add_argument("--jobs", type=int, default=None, help="the first N jobs only")
     parser.add_argument("--nodes-share", type=float, default=None)
     parser.add_argument("--load", type=float, default=0.9)
