@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from whale_opt.check.coverage import coverage
+from whale_opt.check.uses import Use, first_overload
 from whale_opt.decision import (
     Action,
     Decision,
@@ -65,30 +65,13 @@ class Violation:
         return f"[{self.kind}] {where}{self.message}"
 
 
-@dataclass(frozen=True)
-class _Use:
-    """A job's hold on one node: GPUs (of the node's count, and of its tenant's
-    quota), CPU, memory over [start, end)."""
-
-    job: str
-    tenant: str
-    node: int
-    gpus: float
-    quota: float
-    cpu: float
-    memory_gb: float
-    start: int
-    end: int
-    new: bool
-
-
 class _Checker:
     def __init__(self, instance: Instance, decision: Decision) -> None:
         self.instance = instance
         self.decision = decision
         self.topologies = node_topologies(instance)
         self.violations: list[Violation] = []
-        self.uses: list[_Use] = []
+        self.uses: list[Use] = []
         self.held_now: dict[str, str] = {}
         # shared GPU id -> (job, milli, end, new) of each share on it now
         self.shares: dict[str, list[tuple[str, int, int, bool]]] = defaultdict(list)
@@ -177,7 +160,7 @@ class _Checker:
             share = count / total if total else 1.0
             amount = count * milli / MILLI
             self.uses.append(
-                _Use(
+                Use(
                     job_id,
                     tenant,
                     node,
@@ -204,7 +187,7 @@ class _Checker:
             node = self.instance.parse_gpu(gpu).node
             end = max(end for _, _, end, _ in shares)
             who = news[-1] if news else shares[0][0]
-            self.uses.append(_Use(who, "", node, 1.0, 0.0, 0.0, 0.0, 0, end, bool(news)))
+            self.uses.append(Use(who, "", node, 1.0, 0.0, 0.0, 0.0, 0, end, bool(news)))
 
     def _started(self, position: int, job: QueuedJob, item: JobDecision) -> None:
         """GPU ids valid, healthy, free, of one eligible type, in the job's topology."""
@@ -384,7 +367,7 @@ class _Checker:
 
     def _capacity(self) -> None:
         """GPU count, CPU and host memory per node, at every moment."""
-        by_node: dict[int, list[_Use]] = defaultdict(list)
+        by_node: dict[int, list[Use]] = defaultdict(list)
         for use in self.uses:
             by_node[use.node].append(use)
         for node_pos, uses in by_node.items():
@@ -395,7 +378,7 @@ class _Checker:
                 ("memory_gb", lambda u: u.memory_gb, node.memory_gb),
             )
             for label, amount, limit in limits:
-                over = _first_overload(uses, amount, limit + TOLERANCE * max(1.0, limit))
+                over = first_overload(uses, amount, limit + TOLERANCE * max(1.0, limit))
                 if over is not None:
                     level, when, who = over
                     self.flag(
@@ -417,14 +400,14 @@ class _Checker:
 
     def _quotas(self) -> None:
         """No started or planned job while its tenant is over its GPU quota."""
-        by_tenant: dict[str, list[_Use]] = defaultdict(list)
+        by_tenant: dict[str, list[Use]] = defaultdict(list)
         for use in self.uses:
             by_tenant[use.tenant].append(use)
         for name, uses in by_tenant.items():
             tenant = self.instance.tenants.get(name)
             if tenant is None or tenant.gpu_quota is None:
                 continue
-            over = _first_overload(uses, lambda u: u.quota, tenant.gpu_quota)
+            over = first_overload(uses, lambda u: u.quota, tenant.gpu_quota)
             if over is not None:
                 used, when, who = over
                 self.flag(
@@ -454,28 +437,6 @@ class _Checker:
                 "horizon",
                 f"horizon_s {self.decision.horizon_s} != policy {self.instance.policy.horizon_s}",
             )
-
-
-def _first_overload(
-    uses: list[_Use], amount: Callable[[_Use], float], limit: float
-) -> tuple[float, int, str] | None:
-    """The first moment the total of ``amount`` exceeds ``limit`` while a new job is
-    active: (level, time, the latest-started new job active then). Overloads made
-    by running jobs alone are the instance's, not the decision's."""
-    deltas: dict[int, float] = defaultdict(float)
-    for use in uses:
-        if use.end > use.start:
-            deltas[use.start] += amount(use)
-            deltas[use.end] -= amount(use)
-    level = 0.0
-    for time in sorted(deltas):
-        level += deltas[time]
-        if level <= limit:
-            continue
-        news = [u for u in uses if u.new and u.start <= time < u.end and amount(u) > 0]
-        if news:
-            return level, time, max(news, key=lambda u: (u.start, u.job)).job
-    return None
 
 
 def check(instance: Instance, decision: Decision) -> list[Violation]:
