@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
+from whale_opt.cpsat.preemption import add_preemption_rules
 from whale_opt.cpsat.shares import ShareGpus
 from whale_opt.cpsat.variables import JobVars, Variables
 from whale_opt.placement.profile import Profile
@@ -58,22 +59,20 @@ class Constraints:
         self._type_capacity()
         self._tenant_quotas()
         self._zone_preference()
-        self._victims_gpus_free_only_when_preempted()
-        self._preemptions_justified()
-        self._preemption_cap()
+        add_preemption_rules(self)
 
-    def _pairs(self) -> Iterator[tuple[FreeJob, JobVars]]:
+    def pairs(self) -> Iterator[tuple[FreeJob, JobVars]]:
         return zip(self.hood.jobs, self.vars.jobs, strict=True)
 
     def _select_type_or_defer(self) -> None:
         """Each job runs on exactly one GPU type, or is deferred."""
-        for _, v in self._pairs():
+        for _, v in self.pairs():
             self.model.add_exactly_one([*v.on_type.values(), v.deferred])
 
     def _nodes_of_chosen_type(self) -> None:
         """A job uses only nodes of its chosen type."""
         instance = self.hood.instance
-        for _, v in self._pairs():
+        for _, v in self.pairs():
             for n, lit in v.on_node.items():
                 self.model.add_implication(lit, v.on_type[instance.nodes[n].gpu_type])
 
@@ -81,7 +80,7 @@ class Constraints:
         """One node, k whole nodes, or GPU counts adding up to the job's size."""
         instance = self.hood.instance
         m = self.model
-        for item, v in self._pairs():
+        for item, v in self.pairs():
             job = instance.queue[item.position]
             placed = 1 - v.deferred
             if item.mode is Mode.SINGLE:
@@ -97,7 +96,7 @@ class Constraints:
     def _one_rack(self) -> None:
         """Gangs and rack jobs keep all their nodes in one rack."""
         instance = self.hood.instance
-        for _, v in self._pairs():
+        for _, v in self.pairs():
             if not v.in_rack:
                 continue
             self.model.add(sum(v.in_rack.values()) == 1 - v.deferred)
@@ -106,12 +105,12 @@ class Constraints:
 
     def _deferred_start(self) -> None:
         """A deferred job's start is pinned to 0 (it is priced at the horizon)."""
-        for _, v in self._pairs():
+        for _, v in self.pairs():
             self.model.add(v.start == 0).only_enforce_if(v.deferred)
 
     def _start_now_or_later(self) -> None:
         """Now means start 0; a placed job not started now starts at 1 or later."""
-        for _, v in self._pairs():
+        for _, v in self.pairs():
             self.model.add(v.start == 0).only_enforce_if(v.now)
             self.model.add(v.start >= 1).only_enforce_if([v.now.Not(), v.deferred.Not()])
             self.model.add_implication(v.now, v.deferred.Not())
@@ -128,7 +127,7 @@ class Constraints:
         of the list (NVLink-connected when required), none shared."""
         m = self.model
         timeline = self.hood.timeline
-        for item, v in self._pairs():
+        for item, v in self.pairs():
             job = self.hood.instance.queue[item.position]
             if job.shares:
                 self._share_now(item, v)
@@ -176,7 +175,7 @@ class Constraints:
         """A spread job counts as NVLink-shaped only on one node that can link all its
         GPUs, or on whole linked nodes of one size in one rack."""
         m = self.model
-        for item, v in self._pairs():
+        for item, v in self.pairs():
             if v.shaped is None:
                 continue
             job = self.hood.instance.queue[item.position]
@@ -198,7 +197,7 @@ class Constraints:
         timeline = self.hood.timeline
         instance = self.hood.instance
         m = self.model
-        pairs = list(self._pairs())
+        pairs = list(self.pairs())
         for item, v in pairs:
             job = instance.queue[item.position]
             if item.mode is not Mode.SINGLE or job.gpu_count < 2 or job.topology != "nvlink":
@@ -251,10 +250,10 @@ class Constraints:
         gpu_use: dict[int, Uses] = defaultdict(list)
         cpu_use: dict[int, Uses] = defaultdict(list)
         mem_use: dict[int, Uses] = defaultdict(list)
-        milli_nodes = set(self.opened) | {n for _, v in self._pairs() for n in v.planned}
+        milli_nodes = set(self.opened) | {n for _, v in self.pairs() for n in v.planned}
         for n, uses in self.opened.items():
             gpu_use[n].extend(uses)
-        for item, v in self._pairs():
+        for item, v in self.pairs():
             job = instance.queue[item.position]
             for n, interval in v.interval.items():
                 k = MILLI if n in milli_nodes else 1
@@ -320,7 +319,7 @@ class Constraints:
                 nodes_of[instance.nodes[n].gpu_type].add(n)
         for gpu_type, nodes in nodes_of.items():
             uses: Uses = []
-            for item, v in self._pairs():
+            for item, v in self.pairs():
                 job = instance.queue[item.position]
                 if gpu_type not in v.on_type or job.shares or job.cpu_only:
                     continue  # leaving a use out keeps a redundant cumulative valid
@@ -374,7 +373,7 @@ class Constraints:
                 continue
             mine = [
                 (item, v)
-                for item, v in self._pairs()
+                for item, v in self.pairs()
                 if instance.queue[item.position].tenant == name
             ]
             # Shares count their fraction: milli-GPUs where the tenant has a freed one.
@@ -399,82 +398,12 @@ class Constraints:
 
     def _zone_preference(self) -> None:
         """``outside`` is set when any chosen node lies outside the preferred zone."""
-        for item, v in self._pairs():
+        for item, v in self.pairs():
             if v.outside is None:
                 continue
             for n, lit in v.on_node.items():
                 if n in item.prices.outside:
                     self.model.add_implication(lit, v.outside)
-
-    def _victims_gpus_free_only_when_preempted(self) -> None:
-        """An exact set that takes a victim's GPU needs the victim preempted; a forced
-        victim stays preempted."""
-        for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
-            if victim.forced:
-                self.model.add(w.kept == 0)
-                continue
-            for n, mask in victim.gpus.items():
-                for index in bits(mask):
-                    shares = [lit for lit, _, _ in self.shares.takers.get((n, index), ())]
-                    for lit in [*self.takers.get((n, index), ()), *shares]:
-                        self.model.add_implication(lit, w.kept.Not())
-
-    def _preemptions_justified(self) -> None:
-        """A preempted victim has a job that may displace it start now on one of its GPUs:
-        by an exact set that takes one, or by a count the decoder serves from them first."""
-        m = self.model
-        victims = self.hood.victims
-        count_users: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
-        by_victim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-        for item, v in self._pairs():
-            job = self.hood.instance.queue[item.position]
-            per_node: dict[int, list[cp_model.IntVar]] = defaultdict(list)
-            for (index, n), lit in v.by_mask.items():
-                overlap = [
-                    mask_lit
-                    for mask, mask_lit in zip(item.now_masks[n], v.mask[n], strict=True)
-                    if mask & victims[index].gpus[n]
-                ]
-                if overlap:
-                    m.add_bool_or(overlap).only_enforce_if(lit)
-                else:
-                    m.add(lit == 0)
-                by_victim[index].append(lit)
-            for (index, n), lit in v.by_count.items():
-                m.add_implication(lit, v.on_node[n])
-                m.add_implication(lit, v.now)
-                if n in v.mask:
-                    m.add(sum(v.mask[n]) == 0).only_enforce_if(lit)
-                count_users[(index, n)].append(lit)
-                per_node[n].append(lit)
-                by_victim[index].append(lit)
-            for n, lits in per_node.items():
-                if len(lits) > 1:
-                    size = v.count.get(n, item.node_size or job.gpu_count)
-                    m.add(sum(lits) <= size)
-        for (index, n), lits in count_users.items():
-            mask = victims[index].gpus[n]
-            taken = [lit for i in bits(mask) for lit in self.takers.get((n, i), ())]
-            for i in bits(mask):  # a GPU a freed share takes is taken, however many share it
-                shares = [lit for lit, _, _ in self.shares.takers.get((n, i), ())]
-                if shares:
-                    opened = m.new_bool_var("")
-                    m.add_max_equality(opened, shares)
-                    taken.append(opened)
-            m.add(sum(lits) + sum(taken) <= popcount(mask))
-        for index, w in enumerate(self.vars.victims):
-            if by_victim[index]:
-                m.add_bool_or(by_victim[index]).only_enforce_if(w.kept.Not())
-            else:
-                m.add(w.kept == 1)
-
-    def _preemption_cap(self) -> None:
-        """At most ``policy.max_preemptions`` preemptions, the fixed ones included."""
-        cap = self.hood.instance.policy.max_preemptions
-        if cap is None or not self.vars.victims:
-            return
-        left = cap - len(self.hood.preempted)
-        self.model.add(sum(1 - w.kept for w in self.vars.victims) <= left)
 
 
 def _ceil(value: float) -> int:
