@@ -29,6 +29,7 @@ only for nodes changed since (the state's per-node epochs).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,36 @@ from whale_opt.pack.trace import PackCluster, PodList, spec_allows
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+class AfterPlacing:
+    """Per pod shape, each node's value after placing a pod of that shape there
+    ([node, GPU] for a share), recomputed by ``compute`` only for the nodes
+    changed since (by the state's ``node_epoch``)."""
+
+    def __init__(
+        self, size: int, compute: Callable[[PackState, Pod, IntArray], FloatArray]
+    ) -> None:
+        self._size = size
+        self._compute = compute
+        self._after: dict[int, FloatArray] = {}
+        self._seen: dict[int, IntArray] = {}
+
+    def at(self, state: PackState, pod: Pod, nodes: IntArray) -> FloatArray:
+        """The values of ``nodes`` for ``pod``'s shape, stale ones recomputed."""
+        shape = pod.shape
+        if shape not in self._after:
+            cells = state.free.shape[1] if pod.fractional else 1
+            self._after[shape] = np.zeros((self._size, cells))
+            self._seen[shape] = np.full(self._size, -1, dtype=np.int64)
+        after, seen = self._after[shape], self._seen[shape]
+        stale = nodes[state.node_epoch[nodes] > seen[nodes]]
+        if len(stale):
+            after[stale] = self._compute(state, pod, stale)
+            seen[stale] = state.node_epoch[stale]
+        return after[nodes]
+
+
 POPULARITY = 0.95  # share of the pods the target workload covers
 
 
@@ -146,8 +177,7 @@ class FgdPolicy:
         self._count = np.zeros((state.size, width), dtype=np.int64)
         self._usable = np.zeros((state.size, width), dtype=np.int64)
         self._now = np.zeros(state.size)
-        self._after: dict[int, FloatArray] = {}
-        self._after_seen: dict[int, IntArray] = {}
+        self._after = AfterPlacing(state.size, self._after_placing)
 
     def _refresh(self, state: PackState) -> None:
         """Recompute the cached levels and F of the nodes changed since last time."""
@@ -163,17 +193,7 @@ class FgdPolicy:
 
     def _candidates(self, state: PackState, pod: Pod, nodes: IntArray) -> FloatArray:
         """F after placing ``pod`` on each of ``nodes`` ([node, GPU] for a share), by shape."""
-        shape = pod.shape
-        if shape not in self._after:
-            cells = state.free.shape[1] if pod.fractional else 1
-            self._after[shape] = np.zeros((state.size, cells))
-            self._after_seen[shape] = np.full(state.size, -1, dtype=np.int64)
-        after, seen = self._after[shape], self._after_seen[shape]
-        stale = nodes[state.node_epoch[nodes] > seen[nodes]]
-        if len(stale):
-            after[stale] = self._after_placing(state, pod, stale)
-            seen[stale] = state.node_epoch[stale]
-        return after[nodes]
+        return self._after.at(state, pod, nodes)
 
     def _after_placing(self, state: PackState, pod: Pod, nodes: IntArray) -> FloatArray:
         cpu = state.cpu_left[nodes] - pod.cpu

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from whale_opt.pack.fgd import TargetWorkload
+from whale_opt.pack.fgd import AfterPlacing, TargetWorkload
 from whale_opt.pack.state import MILLI, PackState, Placement, Pod, lowest_free_gpus
 from whale_opt.pack.trace import PackCluster, PodList
 
@@ -101,8 +101,7 @@ class FragAwarePolicy:
         self._state = state
         self._now = np.zeros(state.size)
         self._seen = np.full(state.size, -1, dtype=np.int64)
-        self._after: dict[int, FloatArray] = {}
-        self._after_seen: dict[int, IntArray] = {}
+        self._after = AfterPlacing(state.size, self._after_placing)
 
     def _refresh(self, state: PackState) -> None:
         stale = np.flatnonzero(state.node_epoch > self._seen)
@@ -120,17 +119,7 @@ class FragAwarePolicy:
         if state is not self._state:
             self._bind(state)
         self._refresh(state)
-        shape = pod.shape
-        if shape not in self._after:
-            cells = state.free.shape[1] if pod.fractional else 1
-            self._after[shape] = np.zeros((state.size, cells))
-            self._after_seen[shape] = np.full(state.size, -1, dtype=np.int64)
-        after, seen = self._after[shape], self._after_seen[shape]
-        stale = nodes[state.node_epoch[nodes] > seen[nodes]]
-        if len(stale):
-            after[stale] = self._after_placing(state, pod, stale)
-            seen[stale] = state.node_epoch[stale]
-        return np.round(self._now[nodes, None] - after[nodes], 6)
+        return np.round(self._now[nodes, None] - self._after.at(state, pod, nodes), 6)
 
     def _after_placing(self, state: PackState, pod: Pod, nodes: IntArray) -> FloatArray:
         free, full = state.free[nodes], state.full_count[nodes]
