@@ -42,6 +42,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ortools
@@ -129,6 +130,15 @@ def openb(args: argparse.Namespace) -> list[str]:
     full, _ = read_openb_cluster(folder / "openb_node_list_gpu_node.csv")
     trace, report = read_openb_trace(folder / "openb_pod_list_default.csv")
     trace = tuple(sorted(trace, key=lambda job: (job.submit_s, job.id)))[: args.jobs]
+    capped = 0
+    if args.cap_hours is not None:
+        # Pods still running at the trace's end are censored there, weeks long: cap
+        # every run time, so the load lands inside the arrival window.
+        cap = round(args.cap_hours * 3600)
+        capped = sum((job.actual_duration_s or 0) > cap for job in trace)
+        trace = tuple(
+            replace(job, actual_duration_s=min(job.actual_duration_s or cap, cap)) for job in trace
+        )
     share = args.nodes_share or 0.05
     cluster = sample_nodes(full, share, args.seed, DEFAULT_ASSUMPTIONS.rack_size)
     trace, factor = at_load(trace, cluster, args.load)
@@ -137,7 +147,12 @@ def openb(args: argparse.Namespace) -> list[str]:
     cpu_only = sum(job.gpus == 0 for job in trace)
     lines = [
         f"trace: {len(trace)} pods of `openb_pod_list_default.csv` ({shares} shares of a GPU,"
-        f" {cpu_only} CPU-only; {report.pending_skipped} pending pods skipped), shares kept",
+        f" {cpu_only} CPU-only; {report.pending_skipped} pending pods skipped), shares kept"
+        + (
+            f"; run times capped at {args.cap_hours:g} h ({capped} pods)"
+            if args.cap_hours is not None
+            else ""
+        ),
         f"cluster: {share:.0%} of each GPU model's nodes of `openb_node_list_gpu_node.csv`:"
         f" {len(cluster.nodes)} nodes, {gpus} GPUs",
         f"arrivals compressed x{factor:.3g} to offered load {offered_load(trace, cluster):.0%}"
@@ -220,6 +235,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None, help="the first N jobs only")
     parser.add_argument("--nodes-share", type=float, default=None)
     parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--cap-hours", type=float, default=None, help="openb: cap run times")
     parser.add_argument("--rates", default="6,8", help="gavel: arrivals an hour")
     parser.add_argument("--first", type=int, default=300, help="gavel: jobs the JCT covers")
     parser.add_argument("--policies", default=",".join((*HEURISTICS, "cpsat")))
