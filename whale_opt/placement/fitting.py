@@ -67,7 +67,7 @@ def single_node(
         if out:
             return out  # a start now ends no later than any later start on this type
     few = len(group.nodes) <= FEW or len(state.instance.queue) <= SHORT
-    later = _earliest_later_few if few else _earliest_later
+    later = earliest_later_few if few else _earliest_later
     found = later(state, job, duration, group, horizon, nvlink and wait_for_release)
     if found is None:
         return []
@@ -75,7 +75,7 @@ def single_node(
     return [Placement(start, start + duration, group.gpu_type, (node,), (gpus,))]
 
 
-def _earliest_later_few(
+def earliest_later_few(
     state: Occupancy,
     job: QueuedJob,
     duration: int,
@@ -85,10 +85,12 @@ def _earliest_later_few(
 ) -> tuple[int, int] | None:
     """:func:`_earliest_later` node by node, for a group of :data:`FEW` nodes or
     fewer, or a round of :data:`SHORT` queued jobs or fewer (where building and
-    reading the arrays costs more than it saves): nodes by when their GPUs are
-    first unused, until none can beat the best start found."""
+    reading the arrays costs more than it saves), and for a share of a GPU or a
+    CPU-only job (whose GPU amount the arrays' whole-GPU bounds do not cover):
+    nodes by when the job's GPU amount is first unused, until none can beat the
+    best start found."""
     best: tuple[int, int] | None = None  # (start, node)
-    for free_at, node in sorted((state.free_from(n, job.gpu_count), n) for n in group.nodes):
+    for free_at, node in sorted((state.free_from(n, job.gpu_amount), n) for n in group.nodes):
         if free_at > horizon or (best is not None and free_at >= best[0]):
             break
         first = 1

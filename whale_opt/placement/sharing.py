@@ -14,11 +14,11 @@ share counts as its fraction of a GPU on the node (no GPU is reserved by id).
 
 from __future__ import annotations
 
+from whale_opt.placement.fitting import earliest_later_few
 from whale_opt.placement.occupancy import NodeGroup, Occupancy
-from whale_opt.placement.profile import EPS, INF
+from whale_opt.placement.profile import EPS
 from whale_opt.placement.records import Placement
 from whale_opt.problem_data import MILLI, QueuedJob
-from whale_opt.topology import popcount
 
 
 def shared_gpu(
@@ -73,7 +73,7 @@ def cpu_only(
     if state.quota_fit(job, 0, duration, 0) == 0:
         now = [n for n in group.nodes if state.part_fit(n, 0, duration, 0, job, 0) == 0]
         if now:
-            node = min(now, key=lambda n: (popcount(state.free_mask(n)), n))
+            node = min(now, key=lambda n: (state.free_count(n), n))
             return [Placement(0, duration, group.gpu_type, (node,), (0,), (0,))]
     return _later(state, job, duration, group, horizon)
 
@@ -81,14 +81,11 @@ def cpu_only(
 def _later(
     state: Occupancy, job: QueuedJob, duration: int, group: NodeGroup, horizon: int
 ) -> list[Placement]:
-    """The earliest start after now on one node of ``group`` (by count; lowest node on ties)."""
-    best: tuple[float, int] | None = None
-    for node in group.nodes:
-        give_up = horizon if best is None else best[0] - 1
-        t = state.node_fit(node, 1, duration, job, give_up)
-        if t < INF and t <= horizon and (best is None or t < best[0]):
-            best = (t, node)
-    if best is None:
+    """The earliest start after now on one node of ``group``, by count
+    (:func:`whale_opt.placement.fitting.earliest_later_few`: nodes scanned in
+    order of when they first have the job's GPU amount unused)."""
+    found = earliest_later_few(state, job, duration, group, horizon, release_rule=False)
+    if found is None:
         return []
-    start = int(best[0])
-    return [Placement(start, start + duration, group.gpu_type, (best[1],), (job.gpu_count,))]
+    start, node = found
+    return [Placement(start, start + duration, group.gpu_type, (node,), (job.gpu_count,))]

@@ -65,7 +65,7 @@ class ClusterState:
         # fits against those: they are built when read).
         self._tenant_later: dict[str, list[tuple[int, int, float]]] = {}
         self._eligibility = Eligibility(instance, self._topologies)
-        self._first_free: list[dict[int, float]] = [{} for _ in range(n)]
+        self._first_free: list[dict[float, float]] = [{} for _ in range(n)]
         self._first_end = np.full(n, INF)  # first end of any job on the node
         self._quota_memo: dict[tuple[str, float, int, int], float] = {}
         self._index = FreeIndex([popcount(t.healthy) for t in self._topologies], self._gpu_use)
@@ -374,7 +374,7 @@ class ClusterState:
             self._quota_memo[key] = found
         return found if found <= give_up else INF
 
-    def free_from(self, node: int, gpus: int) -> float:
+    def free_from(self, node: int, gpus: float) -> float:
         """First t >= 1 when ``node`` has ``gpus`` GPUs unused (cached until it changes):
         a cheap lower bound on when a job of ``gpus`` could start there later."""
         cache = self._first_free[node]
