@@ -71,12 +71,12 @@ class ClusterState:
         self._index = FreeIndex([popcount(t.healthy) for t in self._topologies], self._gpu_use)
         # Shared GPUs, per node: GPU index -> (milli in use now, end of its last share)
         self._shares: list[dict[int, tuple[int, int]]] = [{} for _ in range(n)]
-        self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
+        shared = []  # shares of a GPU and CPU-only jobs, held once the free counts exist
         for job in instance.running:
             if job.id in preempted:
                 continue
             if job.shares or job.node is not None:
-                self._hold_share_or_host(job)
+                shared.append(job)
                 continue
             per_node: dict[int, int] = {}
             for gpu in job.gpu_ids:
@@ -87,6 +87,8 @@ class ClusterState:
                 job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
             )
         self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
+        for job in shared:
+            self._hold_share_or_host(job)
 
     def _hold_share_or_host(self, job: RunningJob) -> None:
         """A running share of one GPU, or a running CPU-only job, held until it ends."""
