@@ -290,10 +290,15 @@ class Constraints:
                     cpu_use[n].append((w.interval[n], _ceil(held.cpu * part * CPU_SCALE)))
                 if held.memory_gb:
                     mem_use[n].append((w.interval[n], _ceil(held.memory_gb * part * MEMORY_SCALE)))
-        for n, uses in gpu_use.items():
+        # CPU-only jobs use a node's CPU and memory and none of its GPUs.
+        host_only = [n for n in {**cpu_use, **mem_use} if n not in gpu_use]
+        for n in [*gpu_use, *host_only]:
             rec = instance.nodes[n]
             k = MILLI if n in milli_nodes else 1
-            self._cumulative(timeline.gpu_profile(n), k, timeline.healthy_count(n) * k, uses)
+            if gpu_use[n]:
+                self._cumulative(
+                    timeline.gpu_profile(n), k, timeline.healthy_count(n) * k, gpu_use[n]
+                )
             if cpu_use[n]:
                 self._cumulative(
                     timeline.cpu_profile(n), CPU_SCALE, int(rec.cpu * CPU_SCALE), cpu_use[n]
