@@ -76,6 +76,13 @@ class JobDecision:
     reason: str | None = None
     dropped: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def cpu_only_node(self) -> str | None:
+        """The node a started CPU-only job names (it holds no GPU); None otherwise."""
+        if self.action is Action.START and not self.gpu_ids and self.nodes:
+            return self.nodes[0]
+        return None
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -145,8 +152,9 @@ def placement_of(
             for gpu in item.gpu_ids:
                 ref = instance.parse_gpu(gpu)
                 masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
-            if not item.gpu_ids and item.nodes and item.nodes[0] in instance.node_index:
-                masks[instance.node_index[item.nodes[0]]] = 0  # CPU-only: its node, no GPU
+            host = item.cpu_only_node
+            if host is not None and host in instance.node_index:
+                masks[instance.node_index[host]] = 0  # CPU-only: its node, no GPU
             return {n: m.bit_count() for n, m in masks.items()}, masks
     except FieldError:
         return {}, None

@@ -378,9 +378,8 @@ class Scheduler:
         for item in decision.by_action(Action.START):
             job = self.queue.pop(item.id)
             restore = self.restore_due.pop(item.id, 0)
-            node = item.nodes[0] if not item.gpu_ids and item.nodes else None  # CPU-only
             self.running[item.id] = Placed(
-                job, item.gpu_ids, now, now + (item.end_s or 0), restore, node=node
+                job, item.gpu_ids, now, now + (item.end_s or 0), restore, node=item.cpu_only_node
             )
 
 

@@ -99,7 +99,7 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
             weight=queued[item.id].weight,
             priority_class=queued[item.id].priority_class,
             gpu_milli=queued[item.id].gpu_milli,
-            node=None if item.gpu_ids else item.nodes[0],
+            node=item.cpu_only_node,
         )
         for item in decision.by_action(Action.START)
         if item.id != skip and item.id in queued

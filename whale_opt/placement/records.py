@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from whale_opt.decision import Action, JobDecision
+from whale_opt.decision import Action, JobDecision, placement_of
 from whale_opt.problem_data import Instance
 from whale_opt.topology import mask_to_ids
 
@@ -46,15 +46,12 @@ def to_job_decision(instance: Instance, position: int, placement: Placement) -> 
 def to_placement(instance: Instance, position: int, item: JobDecision) -> Placement | None:
     """The placement a start or planned decision describes (None when deferred)."""
     if item.action is Action.START:
-        masks: dict[int, int] = {}
-        for gpu in item.gpu_ids:
-            ref = instance.parse_gpu(gpu)
-            masks[ref.node] = masks.get(ref.node, 0) | (1 << ref.index)
-        if not item.gpu_ids:
-            masks[instance.node_index[item.nodes[0]]] = 0  # CPU-only: its node
+        per_node, masks = placement_of(instance, item, len(item.gpu_ids))
+        if not masks:
+            raise ValueError(f"start of {item.id} names no known GPU or node")
         nodes = tuple(masks)
         gpu_type = instance.nodes[nodes[0]].gpu_type
-        counts = tuple(m.bit_count() for m in masks.values())
+        counts = tuple(per_node[n] for n in nodes)
         return Placement(0, item.end_s or 0, gpu_type, nodes, counts, tuple(masks.values()))
     if item.action is Action.PLANNED:
         nodes = tuple(instance.node_index[n] for n in item.nodes)

@@ -255,8 +255,7 @@ class EventLoop:
         wall += time.perf_counter() - tic
         started = 0
         for item in decision.by_action(Action.START):
-            node = item.nodes[0] if item.nodes and not item.gpu_ids else None  # CPU-only
-            end = self.attempts.start(item.id, item.gpu_ids, self.now, node)
+            end = self.attempts.start(item.id, item.gpu_ids, self.now, item.cpu_only_node)
             self.push(end, COMPLETE, (item.id, self.jobs[item.id].attempt))
             started += 1
         if kept:
