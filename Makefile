@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench bench-rounds clean
+.PHONY: setup demo test fuzz lint bench bench-rounds clean
 
 $(BIN)/whale-opt: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ demo: setup
 
 test: setup
 	$(BIN)/pytest
+
+# The property tests with fresh random examples (the suite's are fixed): run it
+# now and then, and turn what it finds into a test.
+fuzz: setup
+	HYPOTHESIS_PROFILE=explore $(BIN)/pytest
 
 lint: setup
 	$(BIN)/ruff check whale_opt tests bench

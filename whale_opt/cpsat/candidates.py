@@ -93,6 +93,9 @@ class FreeJob:
     prices: Prices = field(default_factory=Prices)
     shape_nodes: list[int] = field(default_factory=list)
     shape_gangs: list[tuple[int, str, list[int]]] = field(default_factory=list)
+    # Every placement the job could take is among these choices (a whole round's
+    # model proves its optimum only when every freed job's are).
+    complete: bool = True
 
 
 @dataclass
@@ -156,18 +159,22 @@ def free_job(
     position: int,
     incumbent: Placement | None,
     nodes_per_job: int,
-    masks_per_node: int = MASKS_PER_NODE,
     extra_nodes: tuple[int, ...] = (),
+    *,
+    whole: bool = False,
 ) -> FreeJob | None:
     """The choices of job ``position`` on ``timeline`` (None: no node could ever host it).
 
     ``extra_nodes`` are offered too when eligible (nodes of running jobs it
-    may displace).
+    may displace). ``whole``: every choice (every eligible node, every GPU set
+    to start on); :attr:`FreeJob.complete` says whether that came out so.
     """
     job = instance.queue[position]
     eligible = timeline.eligible(position)
     if not eligible:
         return None
+    masks_per_node = ALL_SETS if whole else MASKS_PER_NODE
+    complete = True
     size = {n: timeline.topology(n).size for n in eligible}
     if job.shares or job.cpu_only:
         mode = Mode.SINGLE  # one GPU, or none: one node
@@ -183,6 +190,7 @@ def free_job(
                 sizes &= {size[n] for n in incumbent.nodes}
             if not sizes:
                 return None
+            complete = len(sizes) == 1  # one node size is modelled
             chosen_size = max(sizes)
             eligible = tuple(n for n in eligible if size[n] == chosen_size)
     elif single_node(job, timeline.topology(eligible[0])):
@@ -208,17 +216,19 @@ def free_job(
             # Whole nodes of the incumbent's and the best placement's racks.
             racks = {instance.nodes[n].rack for n in kept}
             kept.update(n for n in eligible if instance.nodes[n].rack in racks)
+    if whole:
+        kept = allowed
     nodes = sorted(kept)
     if not nodes:
         return None
-    item = FreeJob(position, mode, durations, nodes)
+    item = FreeJob(position, mode, durations, nodes, complete=complete)
     if mode is Mode.GANG:
         item.node_size = timeline.topology(nodes[0]).size
     if shaped:
         _nvlink_shapes(instance, timeline, item, masks_per_node)
     if job.shares:
         # A whole round's model offers every free GPU (its proof must cover them all).
-        fresh = FRESH_GPUS if masks_per_node < ALL_SETS else None
+        fresh = None if whole else FRESH_GPUS
         for n in nodes:
             item.now_masks[n] = share_gpus(timeline, n, job.gpu_milli, fresh)
     elif mode is Mode.SINGLE and (needs_nvlink(job) or prices_nvlink(instance, position)):
@@ -226,9 +236,9 @@ def free_job(
             topo = timeline.topology(n)
             free = timeline.free_mask(n)
             if not topo.clique and popcount(free) >= job.gpu_count:
-                item.now_masks[n] = connected_sets(topo, free, job.gpu_count, masks_per_node)
+                item.now_masks[n] = _linked_sets(item, topo, free, job.gpu_count, masks_per_node)
                 if not needs_nvlink(job):
-                    item.now_masks[n] += _relaxed_sets(topo, free, job.gpu_count)
+                    item.now_masks[n] += _relaxed_sets(topo, free, job.gpu_count, whole)
     if incumbent is not None and incumbent.start == 0:
         # Keep the incumbent's own GPU set on offer, so the hint is complete (a
         # spread job's sets are its linked one-node shapes only).
@@ -277,9 +287,18 @@ def _earliest_nodes(
     return [n for _, _, n in scored[:count]]
 
 
-def _relaxed_sets(topo: NodeTopology, free: int, size: int) -> list[int]:
-    """Up to :data:`RELAXED_SETS` free GPU sets of ``size`` that are not NVLink-connected,
-    those leaving the largest linked block free first."""
+def _linked_sets(item: FreeJob, topo: NodeTopology, free: int, size: int, limit: int) -> list[int]:
+    """The best ``limit`` NVLink-connected free sets of ``size``; ``item`` is no longer
+    complete when there were more."""
+    found = connected_sets(topo, free, size, limit + 1)
+    if len(found) > limit:
+        item.complete = False
+    return found[:limit]
+
+
+def _relaxed_sets(topo: NodeTopology, free: int, size: int, every: bool = False) -> list[int]:
+    """Up to :data:`RELAXED_SETS` (``every``: all) free GPU sets of ``size`` that are not
+    NVLink-connected, those leaving the largest linked block free first."""
     free &= topo.healthy
     found = []
     for combo in itertools.islice(itertools.combinations(tuple(bits(free)), size), MAX_SUBSETS):
@@ -287,7 +306,7 @@ def _relaxed_sets(topo: NodeTopology, free: int, size: int) -> list[int]:
         if not topo.connected(mask):
             found.append((-topo.largest_block(free & ~mask), mask))
     found.sort()
-    return [mask for _, mask in found[:RELAXED_SETS]]
+    return [mask for _, mask in (found if every else found[:RELAXED_SETS])]
 
 
 def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob, sets: int) -> None:
@@ -302,7 +321,7 @@ def _nvlink_shapes(instance: Instance, timeline: ClusterState, item: FreeJob, se
         item.shape_nodes.append(n)
         topo = timeline.topology(n)
         if not topo.clique and timeline.free_count(n) >= job.gpu_count:
-            item.now_masks[n] = connected_sets(topo, timeline.free_mask(n), job.gpu_count, sets)
+            item.now_masks[n] = _linked_sets(item, topo, timeline.free_mask(n), job.gpu_count, sets)
     groups: dict[tuple[int, str], list[int]] = {}
     for n in item.nodes:
         s = timeline.topology(n).size

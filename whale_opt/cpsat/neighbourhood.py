@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from whale_opt.cpsat.candidates import ALL_SETS, MASKS_PER_NODE, FreeJob, Neighbourhood, free_job
+from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, free_job
 from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
 from whale_opt.decision import JobDecision
 from whale_opt.placement.records import to_placement
@@ -181,11 +181,13 @@ def make_neighbourhood(
             position,
             to_placement(instance, position, incumbent[position]),
             nodes_per_job,
-            masks_per_node=ALL_SETS if whole else MASKS_PER_NODE,
             extra_nodes=extra,
+            whole=whole,
         )
         if choice is not None:
             jobs.append(choice)
     hood = Neighbourhood(instance, timeline, jobs, incumbent, needs_release, victims, fixed)
-    hood.whole_round = whole and all_victims and free == set(incumbent)
+    hood.whole_round = (
+        whole and all_victims and free == set(incumbent) and all(item.complete for item in jobs)
+    )
     return hood
