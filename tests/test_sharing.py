@@ -3,6 +3,7 @@ in the records, the checker, the placement search, every policy and the files.""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from whale_opt.problem_data import (
     Policy,
     QueuedJob,
     RunningJob,
+    Tenant,
 )
 from whale_opt.solve import solve
 from whale_opt.testing import instances
@@ -100,6 +102,20 @@ def test_cpu_only_job_names_its_node() -> None:
     assert ("planned-nodes", "c") in found(check(inst, decide(inst, nowhere)))
     hog = round_of(QueuedJob("c", 0, duration_s=100, cpu=80))
     assert ("capacity", "c") in found(check(hog, decide(hog, item)))
+
+
+def test_a_tenant_over_its_gpu_quota_still_starts_a_cpu_only_job() -> None:
+    # The quota counts GPUs: a job holding none adds nothing to an overrun.
+    inst = round_of(
+        QueuedJob("c", 0, duration_s=10, cpu=1, tenant="nlp"),
+        running=(RunningJob("r", ("n0/0", "n0/1"), 50, tenant="nlp"),),
+    )
+    inst = dataclasses.replace(inst, tenants={"nlp": Tenant("nlp", gpu_quota=0)})
+    for name in POLICIES:
+        decision = solve(inst, name)
+        assert check(inst, decision) == [], name
+        assert decision.job("c").start_s == 0, name
+        assert decision.bound <= decision.objective, name
 
 
 # -- the placement search ---------------------------------------------------------

@@ -361,10 +361,11 @@ class ClusterState:
 
     def quota_fit(self, job: QueuedJob, start: float, duration: int, give_up: float = INF) -> float:
         """Earliest t >= start at which ``job`` fits in its tenant's GPU quota for
-        ``duration`` (``start`` itself when it has none); inf if only after ``give_up``."""
+        ``duration`` (``start`` itself when it has none or needs no GPU); inf if only
+        after ``give_up``."""
         quota = self._instance.tenants.get(job.tenant)
-        if quota is None or quota.gpu_quota is None or start == INF:
-            return start
+        if quota is None or quota.gpu_quota is None or start == INF or job.cpu_only:
+            return start  # a CPU-only job holds no GPU: even a tenant over quota may run it
         # Many nodes ask the same question of the tenant's profile: remember answers
         # until the next commit changes it.
         key = (job.tenant, job.gpu_amount, duration, int(start))
