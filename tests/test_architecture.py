@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("io", "decision", "rules", "preferences", "generate"),
     ("topology",),
     ("problem_data", "options"),
+    ("memo",),
 )
 ROOT = ("__init__",)  # the package's public API may re-export from any layer
 

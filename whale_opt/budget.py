@@ -14,8 +14,9 @@ import math
 from dataclasses import dataclass
 
 from whale_opt.bounds import CHEAP_ABOVE
+from whale_opt.placement.eligibility import Eligibility
 from whale_opt.problem_data import Instance
-from whale_opt.topology import eligible_nodes, node_topologies, rack_groups
+from whale_opt.topology import node_topologies, rack_groups
 
 # The cost model, measured on the development machine (2 cores, shared): the
 # list schedule spends MICROS_PER_JOB + MICROS_PER_QUEUED x (jobs in the queue)
@@ -49,15 +50,8 @@ class RoundCost:
 
 def _pairs(instance: Instance) -> list[int]:
     """Per queued job, the number of nodes it could use (alike jobs share the count)."""
-    topologies = node_topologies(instance)
-    memo: dict[tuple[object, ...], int] = {}
-    out = []
-    for k, job in enumerate(instance.queue):
-        shape = (instance.eligible_types[k], job.gpu_count, job.topology)
-        if shape not in memo:
-            memo[shape] = len(eligible_nodes(instance, k, topologies))
-        out.append(memo[shape])
-    return out
+    eligibility = Eligibility(instance, node_topologies(instance))
+    return [len(eligibility.eligible(k)) for k in range(len(instance.queue))]
 
 
 def greedy_seconds(jobs: int, pairs: int) -> float:

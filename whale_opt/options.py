@@ -37,12 +37,19 @@ class SolveOptions:
     preset
         CP-SAT parameter preset name (``fast``, ``default``, ``deterministic``;
         None: ``default``); the heuristics ignore it.
+    hint
+        Queued job ids in the order the previous round planned them (earliest
+        start first; :class:`~whale_opt.scheduler.Scheduler` passes it on): cpsat
+        also list-schedules the queue in that order (new jobs after, by WSPT) and
+        starts from the better plan. Ids no longer queued are ignored; the
+        heuristics ignore it.
     """
 
     time_limit_s: float = 10.0
     seed: int = 0
     report_bound: bool = True
     preset: str | None = None
+    hint: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         limit = self.time_limit_s
@@ -59,6 +66,11 @@ class SolveOptions:
             raise FieldError("report_bound", self.report_bound, "must be true or false")
         if self.preset is not None and (not isinstance(self.preset, str) or not self.preset):
             raise FieldError("preset", self.preset, "must be a preset name")
+        if not isinstance(self.hint, tuple | list) or not all(
+            isinstance(i, str) for i in self.hint
+        ):
+            raise FieldError("hint", self.hint, "must be a sequence of queued job ids")
+        object.__setattr__(self, "hint", tuple(self.hint))  # a list read from JSON too
 
     def replace(self, **changes: Any) -> SolveOptions:
         """A copy with ``changes`` applied, validated again."""

@@ -34,6 +34,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from whale_opt.decision import Action, Decision
 from whale_opt.options import SolveOptions
@@ -127,12 +128,16 @@ class Scheduler:
         self.checkpoint_interval_s = checkpoint_interval_s
         self.checkpoint_s = checkpoint_s
         self.split_above_gpus = split_above_gpus
-        self.nodes: dict[str, Node] = {node.id: node for node in cluster.nodes}
+        self._nodes: dict[str, Node] = {node.id: node for node in cluster.nodes}
+        # The node records as a tuple, made again only when one changes (_set_node).
+        self._node_tuple: tuple[Node, ...] = tuple(self._nodes.values())
         self.queue: dict[str, QueuedJob] = {}
         self.running: dict[str, Placed] = {}
         self.work: dict[str, QueuedJob] = {}  # remaining work, without restore time
         self.restore_s: dict[str, int] = {}  # restore time of each job's restarts
         self.restore_due: dict[str, int] = {}  # queued jobs whose next start restores
+        # The last applied decision's planned jobs, earliest start first (the hint).
+        self.plan: tuple[str, ...] = ()
         now = cluster.now
         for job in cluster.queue:
             self.submit(replace(job, submitted_at=now + job.submitted_at))
@@ -214,7 +219,7 @@ class Scheduler:
         Jobs that lost GPUs stay in :attr:`running` until the caller requeues
         them with :meth:`requeue`.
         """
-        self.nodes[node_id] = replace(self.nodes[node_id], down=down)
+        self._set_node(replace(self.nodes[node_id], down=down))
         return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id) if down else []
 
     def drain(self, node_id: str, draining: bool = True) -> list[str]:
@@ -222,7 +227,7 @@ class Scheduler:
 
         Returns the jobs still running there: the node is empty once they end.
         """
-        self.nodes[node_id] = replace(self.nodes[node_id], draining=draining)
+        self._set_node(replace(self.nodes[node_id], draining=draining))
         return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id)
 
     def fail_gpu(self, gpu_id: str, failed: bool = True) -> list[str]:
@@ -234,7 +239,7 @@ class Scheduler:
             broken.add(int(index_text))
         else:
             broken.discard(int(index_text))
-        self.nodes[node_id] = replace(node, failed_gpus=tuple(sorted(broken)))
+        self._set_node(replace(node, failed_gpus=tuple(sorted(broken))))
         return self._hit(lambda gpu: gpu == gpu_id) if failed else []
 
     def _hit(self, lost: Callable[[str], bool]) -> list[str]:
@@ -295,6 +300,29 @@ class Scheduler:
 
     # -- what now ----------------------------------------------------------------
 
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """The node records by id, as they are now (read only: they change through
+        :meth:`set_node_down`, :meth:`drain` and :meth:`fail_gpu`, or all at once by
+        assigning them)."""
+        return MappingProxyType(self._nodes)
+
+    @nodes.setter
+    def nodes(self, records: Mapping[str, Node]) -> None:
+        """Replace every node record (a scheduler restored from a snapshot)."""
+        self._nodes = dict(records)
+        self._node_tuple = tuple(self._nodes.values())
+
+    def node_records(self) -> tuple[Node, ...]:
+        """The node records as a tuple: the very same tuple round after round while
+        none changed (what depends on the nodes alone is then found by identity, see
+        :mod:`whale_opt.memo`)."""
+        return self._node_tuple
+
+    def _set_node(self, node: Node) -> None:
+        self._nodes[node.id] = node
+        self._node_tuple = tuple(self._nodes.values())
+
     def snapshot(self, now: int) -> Instance:
         """This round's instance: everything relative to ``now``; running jobs with
         a GPU on failed hardware, not requeued yet, are its lost jobs."""
@@ -326,7 +354,7 @@ class Scheduler:
         return Instance(
             name=f"{self.template.name}@{now}",
             gpu_types=self.template.gpu_types,
-            nodes=tuple(self.nodes.values()),
+            nodes=self.node_records(),
             running=tuple(job for job in held_now if job not in lost),
             queue=queue,
             tenants=self.template.tenants,
@@ -349,10 +377,17 @@ class Scheduler:
         return solve(
             instance,
             self.solver,
-            self.options,
+            self.round_options(),
             split_above_gpus=self.split_above_gpus,
             policy=self.policy,
         )
+
+    def round_options(self) -> SolveOptions:
+        """The run settings of the next round: :attr:`options`, with the last applied
+        decision's plan as the hint (see :class:`~whale_opt.options.SolveOptions`)."""
+        if not self.plan:
+            return self.options
+        return self.options.replace(hint=self.plan)
 
     def decide(self, now: int) -> Decision:
         """Run the policy on the current state; apply its starts, preemptions and
@@ -372,6 +407,10 @@ class Scheduler:
         last checkpoint; its restart pays its restore time.
         """
         remaining = remaining or {}
+        planned = sorted(
+            (item.start_s or 0, item.id) for item in decision.by_action(Action.PLANNED)
+        )
+        self.plan = tuple(job_id for _, job_id in planned)
         for item in decision.jobs:
             if item.action in (Action.PREEMPT, Action.LOST):
                 self.requeue(item.id, remaining.get(item.id), now)

@@ -17,6 +17,7 @@ from functools import cache, lru_cache
 
 import networkx as nx
 
+from whale_opt.memo import IdentityMemo
 from whale_opt.problem_data import Instance, Node, QueuedJob
 
 NVLINK_GBPS = {"nvswitch": 900.0, "hybrid-cube-mesh": 300.0, "pairs": 600.0, "edges": 300.0}
@@ -173,8 +174,13 @@ def node_topologies(instance: Instance, graph: nx.Graph | None = None) -> tuple[
     rounds on an unchanged cluster do not rebuild the graph.
     """
     if graph is None:
-        return _topologies_of(instance.nodes)
+        # The same node tuple (an unchanged cluster's rounds) is found by identity
+        # first; an equal one built anew, by value.
+        return _BY_IDENTITY.get(instance.nodes, lambda: _topologies_of(instance.nodes))
     return _read_topologies(instance.nodes, graph)
+
+
+_BY_IDENTITY: IdentityMemo[tuple[NodeTopology, ...]] = IdentityMemo(16)
 
 
 @lru_cache(maxsize=16)

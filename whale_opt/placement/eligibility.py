@@ -15,6 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
+from whale_opt.memo import IdentityMemo
 from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.topology import NodeTopology, eligible_nodes, node_can_host
 
@@ -64,14 +65,30 @@ class NodeGroup:
         return tuple(np.array([place[n] for n in members]) for members in self.racks)
 
 
+class _Shapes:
+    """What :class:`Eligibility` found per job shape on one tuple of topologies."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[tuple[tuple[str, ...], int, str], tuple[int, ...]] = {}
+        self.groups: dict[tuple[object, ...], list[NodeGroup]] = {}
+
+
+# Eligibility depends on the nodes' records and topologies only: rounds on an
+# unchanged cluster (the same topologies tuple) share what was found.
+_SHAPES: IdentityMemo[_Shapes] = IdentityMemo(16)
+
+
 class Eligibility:
-    """The nodes each queued job could ever use, remembered per job shape."""
+    """The nodes each queued job could ever use, remembered per job shape (and
+    shared by the rounds of one unchanged cluster)."""
 
     def __init__(self, instance: Instance, topologies: tuple[NodeTopology, ...]) -> None:
         self.instance = instance
         self.topologies = topologies
-        self._nodes: dict[tuple[tuple[str, ...], int, str], tuple[int, ...]] = {}
-        self._groups: dict[tuple[object, ...], list[NodeGroup]] = {}
+        shapes = _SHAPES.get(topologies, _Shapes)
+        self._nodes = shapes.nodes
+        self._groups = shapes.groups
+        self._within: dict[tuple[object, ...], list[NodeGroup]] = {}  # this round's only
 
     def eligible(self, position: int, shaped: QueuedJob | None = None) -> tuple[int, ...]:
         """Nodes that could ever hold (part of) queued job ``position``, or of
@@ -102,7 +119,9 @@ class Eligibility:
         job = self.instance.queue[position] if shaped is None else shaped
         types = self.instance.eligible_types[position]
         key = (types, job.gpu_count, job.topology, gpu_type, within)
-        if key not in self._groups:
+        # Groups within some nodes (a pool, a counterfactual) are this round's alone.
+        memo = self._groups if within is None else self._within
+        if key not in memo:
             members: dict[tuple[str, int], list[int]] = {}
             for node in self.eligible(position, shaped):
                 if within is not None and node not in within:
@@ -111,8 +130,8 @@ class Eligibility:
                 size = topo.size if job.topology == "nvlink" else 0
                 if gpu_type is None or topo.node.gpu_type == gpu_type:
                     members.setdefault((topo.node.gpu_type, size), []).append(node)
-            self._groups[key] = [
+            memo[key] = [
                 NodeGroup(name, size, nodes, self.topologies)
                 for (name, size), nodes in members.items()
             ]
-        return self._groups[key]
+        return memo[key]

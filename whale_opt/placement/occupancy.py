@@ -8,6 +8,7 @@ it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 import numpy as np
@@ -36,7 +37,7 @@ class Occupancy(Protocol):
 
     def healthy_count(self, node: int) -> int: ...
 
-    def shares_now(self, node: int) -> dict[int, tuple[int, int]]: ...
+    def shares_now(self, node: int) -> Mapping[int, tuple[int, int]]: ...
 
     def gpu_peak(self, node: int, start: int, end: int) -> float: ...
 

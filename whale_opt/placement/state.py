@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
+from whale_opt.memo import IdentityMemo
 from whale_opt.placement.eligibility import Eligibility, NodeGroup
 from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.profile import EPS, INF, Profile
@@ -37,6 +39,36 @@ from whale_opt.problem_data import MILLI, Instance, QueuedJob, RunningJob
 from whale_opt.topology import NodeTopology, node_topologies, popcount
 
 _DEFAULT_SEARCH = PlacementSearch()
+
+
+class _Unused(Profile):
+    """The usage of a node nothing uses: one object shared by every such node of a
+    state (a large cluster's state is built every round), replaced by a profile of
+    its own (:func:`_own`) before anything is added."""
+
+    __slots__ = ()
+
+    def add(self, start: float, end: float, amount: float) -> None:
+        raise AssertionError("the shared empty profile is never changed: _own it first")
+
+
+_UNUSED = _Unused()
+_NO_SHARES: Mapping[int, tuple[int, int]] = MappingProxyType({})
+# Healthy GPUs per node, per topologies tuple (an unchanged cluster's rounds share it).
+_HEALTHY: IdentityMemo[tuple[int, ...]] = IdentityMemo(16)
+
+
+def _own(profiles: list[Profile], node: int) -> Profile:
+    """``profiles[node]``, first made a profile of its own if it was the shared empty one."""
+    profile = profiles[node]
+    if profile is _UNUSED:
+        profile = profiles[node] = Profile()
+    return profile
+
+
+def _copies(profiles: list[Profile]) -> list[Profile]:
+    """Independent copies (the shared empty profile stays shared)."""
+    return [p if p is _UNUSED else p.copy() for p in profiles]
 
 
 class ClusterState:
@@ -57,20 +89,22 @@ class ClusterState:
         self._topologies = topologies if topologies is not None else node_topologies(instance)
         self._free_now = [topo.healthy for topo in self._topologies]
         n = len(instance.nodes)
-        self._gpu_use = [Profile() for _ in range(n)]
-        self._cpu_use = [Profile() for _ in range(n)]
-        self._mem_use = [Profile() for _ in range(n)]
+        self._gpu_use: list[Profile] = [_UNUSED] * n
+        self._cpu_use: list[Profile] = [_UNUSED] * n
+        self._mem_use: list[Profile] = [_UNUSED] * n
         self._tenant_use: dict[str, Profile] = {}
         # Usage of tenants without a quota, not yet added to their profiles (nothing
         # fits against those: they are built when read).
         self._tenant_later: dict[str, list[tuple[int, int, float]]] = {}
         self._eligibility = Eligibility(instance, self._topologies)
-        self._first_free: list[dict[float, float]] = [{} for _ in range(n)]
+        self._first_free: dict[int, dict[float, float]] = {}  # by node, while unchanged
         self._first_end = np.full(n, INF)  # first end of any job on the node
         self._quota_memo: dict[tuple[str, float, int, int], float] = {}
-        self._index = FreeIndex([popcount(t.healthy) for t in self._topologies], self._gpu_use)
-        # Shared GPUs, per node: GPU index -> (milli in use now, end of its last share)
-        self._shares: list[dict[int, tuple[int, int]]] = [{} for _ in range(n)]
+        topologies = self._topologies
+        healthy = _HEALTHY.get(topologies, lambda: tuple(popcount(t.healthy) for t in topologies))
+        self._index = FreeIndex(healthy, self._gpu_use)
+        # Shared GPUs, by node: GPU index -> (milli in use now, end of its last share)
+        self._shares: dict[int, dict[int, tuple[int, int]]] = {}
         shared = []  # shares of a GPU and CPU-only jobs, held once the free counts exist
         for job in instance.running:
             if job.id in preempted:
@@ -86,7 +120,10 @@ class ClusterState:
             self._occupy(
                 job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
             )
-        self._free_count = np.array([popcount(mask) for mask in self._free_now], dtype=np.int64)
+        self._free_count = np.array(healthy, dtype=np.int64)
+        for node, profile in enumerate(self._gpu_use):
+            if profile is not _UNUSED:
+                self._free_count[node] = popcount(self._free_now[node])
         for job in shared:
             self._hold_share_or_host(job)
 
@@ -108,18 +145,18 @@ class ClusterState:
         twin._search = self._search
         twin._topologies = self._topologies
         twin._free_now = list(self._free_now)
-        twin._gpu_use = [p.copy() for p in self._gpu_use]
-        twin._cpu_use = [p.copy() for p in self._cpu_use]
-        twin._mem_use = [p.copy() for p in self._mem_use]
+        twin._gpu_use = _copies(self._gpu_use)
+        twin._cpu_use = _copies(self._cpu_use)
+        twin._mem_use = _copies(self._mem_use)
         twin._tenant_use = {name: p.copy() for name, p in self._tenant_use.items()}
         twin._tenant_later = {name: list(later) for name, later in self._tenant_later.items()}
         twin._eligibility = self._eligibility
-        twin._first_free = [dict(cache) for cache in self._first_free]
+        twin._first_free = {node: dict(cache) for node, cache in self._first_free.items()}
         twin._first_end = self._first_end.copy()
         twin._quota_memo = {}
         twin._index = self._index.copy(twin._gpu_use)
         twin._free_count = self._free_count.copy()
-        twin._shares = [dict(shares) for shares in self._shares]
+        twin._shares = {node: dict(shares) for node, shares in self._shares.items()}
         return twin
 
     # -- reading -------------------------------------------------------------
@@ -146,10 +183,10 @@ class ClusterState:
         """The GPUs of ``node`` free right now, as a bit mask (never failed ones)."""
         return self._free_now[node]
 
-    def shares_now(self, node: int) -> dict[int, tuple[int, int]]:
+    def shares_now(self, node: int) -> Mapping[int, tuple[int, int]]:
         """The shared GPUs of ``node``: index -> (milli in use now, end of its last
         share); a shared GPU is not free, and counts whole until that end (read only)."""
-        return self._shares[node]
+        return self._shares.get(node, _NO_SHARES)
 
     def free_count(self, node: int) -> int:
         """How many GPUs of ``node`` are free right now."""
@@ -274,11 +311,12 @@ class ClusterState:
     ) -> None:
         """A share of GPU ``index`` of ``node`` from now until ``end``: the GPU is no
         longer free now, and counts whole until its last share ends."""
-        used, last = self._shares[node].get(index, (0, 0))
-        self._shares[node][index] = (used + milli, max(last, end))
+        shares = self._shares.setdefault(node, {})
+        used, last = shares.get(index, (0, 0))
+        shares[index] = (used + milli, max(last, end))
         self.take_now(node, 1 << index)
         if end > last:
-            self._gpu_use[node].add(last, end, 1)
+            _own(self._gpu_use, node).add(last, end, 1)
         self._occupy(tenant, {node: 0}, milli / MILLI, cpu, memory_gb, 0, end)
 
     def take_now(self, node: int, mask: int) -> None:
@@ -302,14 +340,14 @@ class ClusterState:
         job, a share counted by :meth:`_take_share`) takes all of them."""
         gpus = sum(per_node.values())
         for node, count in per_node.items():
-            self._gpu_use[node].add(start, end, count)
+            _own(self._gpu_use, node).add(start, end, count)
             self._index.touch(node)
-            self._first_free[node] = {}
+            self._first_free.pop(node, None)
             if 0 < end < self._first_end[node]:
                 self._first_end[node] = end
             part = count / gpus if gpus else 1.0
-            self._cpu_use[node].add(start, end, cpu * part)
-            self._mem_use[node].add(start, end, memory_gb * part)
+            _own(self._cpu_use, node).add(start, end, cpu * part)
+            _own(self._mem_use, node).add(start, end, memory_gb * part)
         quota = self._instance.tenants.get(tenant)
         if quota is None or quota.gpu_quota is None:
             self._tenant_later.setdefault(tenant, []).append((start, end, total))
@@ -380,7 +418,7 @@ class ClusterState:
     def free_from(self, node: int, gpus: float) -> float:
         """First t >= 1 when ``node`` has ``gpus`` GPUs unused (cached until it changes):
         a cheap lower bound on when a job of ``gpus`` could start there later."""
-        cache = self._first_free[node]
+        cache = self._first_free.setdefault(node, {})
         if gpus not in cache:
             profile = self._gpu_use[node]
             room = popcount(self._topologies[node].healthy) - gpus + EPS

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from whale_opt.memo import IdentityMemo
 from whale_opt.problem_data.fields import _ident, _require
 from whale_opt.problem_data.records import (
     DEFAULT_PRIORITY_CLASSES,
@@ -32,6 +33,10 @@ SHARED = "<shared>"
 OVERDUE_LIFT = 2.0
 """An overdue job's Smith ratio is lifted to this many times the largest ratio
 of any job not overdue (see :attr:`Instance.weights`)."""
+
+
+# Rounds of one unchanged cluster share their node tuple: index it once.
+_NODE_INDEX: IdentityMemo[tuple[Mapping[str, int], frozenset[str]]] = IdentityMemo(16)
 
 
 @dataclass(frozen=True)
@@ -97,17 +102,16 @@ class Instance:
         object.__setattr__(self, "tenants", MappingProxyType(dict(self.tenants)))
         for key, gpu_type in self.gpu_types.items():
             _require(key == gpu_type.name, f"gpu_types.{key}", gpu_type.name, "name mismatch")
-        node_index: dict[str, int] = {}
-        for k, node in enumerate(self.nodes):
-            _require(node.id not in node_index, f"nodes[{k}].id", node.id, "duplicate node id")
-            _require(
-                node.gpu_type in self.gpu_types,
-                f"nodes[{k}].gpu_type",
-                node.gpu_type,
-                "is not in gpu_types",
-            )
-            node_index[node.id] = k
-        object.__setattr__(self, "node_index", MappingProxyType(node_index))
+        node_index, types = _NODE_INDEX.get(self.nodes, self._index_nodes)
+        if not types <= self.gpu_types.keys():
+            for k, node in enumerate(self.nodes):
+                _require(
+                    node.gpu_type in self.gpu_types,
+                    f"nodes[{k}].gpu_type",
+                    node.gpu_type,
+                    "is not in gpu_types",
+                )
+        object.__setattr__(self, "node_index", node_index)
         owner = self._check_running()
         self._check_lost(dict(owner))
         object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
@@ -130,6 +134,15 @@ class Instance:
                 for job in self.running
             ),
         )
+
+    def _index_nodes(self) -> tuple[Mapping[str, int], frozenset[str]]:
+        """Node positions by id (ids unique), and the GPU types the nodes have."""
+        node_index: dict[str, int] = {}
+        for k, node in enumerate(self.nodes):
+            if node.id in node_index:
+                _require(False, f"nodes[{k}].id", node.id, "duplicate node id")
+            node_index[node.id] = k
+        return MappingProxyType(node_index), frozenset(node.gpu_type for node in self.nodes)
 
     def _effective_weight(self, job: QueuedJob) -> float:
         """Weight x class factor x (1 + aging_per_hour x hours waited)."""

@@ -84,6 +84,7 @@ def encode(scheduler: Scheduler) -> dict[str, Any]:
         "work": {key: plain(job) for key, job in scheduler.work.items()},
         "restore_s": dict(scheduler.restore_s),
         "restore_due": dict(scheduler.restore_due),
+        "plan": list(scheduler.plan),
     }
 
 
@@ -98,4 +99,5 @@ def decode(raw: dict[str, Any]) -> Scheduler:
     scheduler.work = {key: record(QueuedJob, job) for key, job in raw["work"].items()}
     scheduler.restore_s = {key: int(value) for key, value in raw["restore_s"].items()}
     scheduler.restore_due = {key: int(value) for key, value in raw["restore_due"].items()}
+    scheduler.plan = tuple(str(job_id) for job_id in raw.get("plan", ()))  # none before it was kept
     return scheduler

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
+import numpy as np
+
+from whale_opt.memo import IdentityMemo
 from whale_opt.problem_data import Instance, Node, QueuedJob
 from whale_opt.sim.jobs import full_run_s
 from whale_opt.sim.record import RunRecord
@@ -30,9 +33,9 @@ class Attempts:
         self.node_type = {node.id: node.gpu_type for node in cluster.nodes}
         self.busy_on: dict[str, int] = defaultdict(int)  # node -> GPUs held
         self._holders: dict[str, int] = defaultdict(int)  # GPU -> jobs on it (shares: several)
-        # Healthy GPUs per node record: records are replaced, never changed, so a
-        # count stays right while its node is the same object (not rescanned each round).
-        self._healthy: dict[str, tuple[Node, int]] = {}
+        # The node tuple's arrays (ids, healthy GPUs, sizes, types): the same tuple
+        # while no node record changed, so they are not rebuilt every round.
+        self._arrays: IdentityMemo[_NodeArrays] = IdentityMemo(2)
 
     def start(self, job_id: str, gpus: tuple[str, ...], now: int, node: str | None = None) -> int:
         """Start ``job_id``'s next attempt on ``gpus`` (a CPU-only job: on ``node``);
@@ -98,7 +101,7 @@ class Attempts:
 
     def gpu_columns(
         self,
-        nodes: Iterable[Node],
+        nodes: tuple[Node, ...],
         queue: Mapping[str, QueuedJob],
         eligible: Mapping[str, frozenset[str]],
     ) -> dict[str, int]:
@@ -108,32 +111,32 @@ class Attempts:
         smallest queued job that may use its type needs (a whole node for
         larger gangs); ``eligible`` gives each job's GPU types.
         """
-        nodes = tuple(nodes)
-        healthy_on = {node.id: self._healthy_count(node) for node in nodes}
-        healthy = sum(healthy_on.values())
-        busy = sum(self.busy_on.values())
-        need: dict[str, int] = {}
+        arrays = self._arrays.get(nodes, lambda: _NodeArrays(nodes))
+        busy_on = self.busy_on
+        busy = np.fromiter((busy_on.get(i, 0) for i in arrays.ids), np.int64, len(arrays.ids))
+        free = arrays.healthy - busy
+        least: dict[str, int] = {}  # the fewest GPUs a queued job of each type needs
         for job_id, job in queue.items():
             for name in eligible[job_id]:
-                need[name] = min(need.get(name, job.gpu_count), job.gpu_count)
-        fragmented = 0
-        for node in nodes:
-            free = healthy_on[node.id] - self.busy_on[node.id]
-            if (
-                free > 0
-                and node.gpu_type in need
-                and free < min(need[node.gpu_type], node.gpu_count)
-            ):
-                fragmented += free
+                least[name] = min(least.get(name, job.gpu_count), job.gpu_count)
+        need = np.array([least.get(name, 0) for name in arrays.types], dtype=np.int64)
+        fragmented = (free > 0) & (free < np.minimum(need[arrays.type_of], arrays.size))
+        healthy = int(arrays.healthy.sum())
+        held = int(sum(busy_on.values()))
         return {
-            "busy_gpus": busy,
+            "busy_gpus": held,
             "healthy_gpus": healthy,
-            "free_gpus": healthy - busy,
-            "fragmented_gpus": fragmented,
+            "free_gpus": healthy - held,
+            "fragmented_gpus": int(free[fragmented].sum()),
         }
 
-    def _healthy_count(self, node: Node) -> int:
-        known = self._healthy.get(node.id)
-        if known is None or known[0] is not node:
-            known = self._healthy[node.id] = (node, len(node.healthy_indices))
-        return known[1]
+
+class _NodeArrays:
+    """A node tuple's ids, healthy GPUs, sizes and GPU types (as positions in ``types``)."""
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.ids = [node.id for node in nodes]
+        self.healthy = np.array([len(node.healthy_indices) for node in nodes], dtype=np.int64)
+        self.size = np.array([node.gpu_count for node in nodes], dtype=np.int64)
+        self.types = {name: k for k, name in enumerate(dict.fromkeys(n.gpu_type for n in nodes))}
+        self.type_of = np.array([self.types[node.gpu_type] for node in nodes], dtype=np.int64)

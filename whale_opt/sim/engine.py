@@ -387,7 +387,7 @@ class EventLoop:
             "time_s": self.now,
             "queued": len(scheduler.queue),
             "running": len(scheduler.running),
-            **self.attempts.gpu_columns(scheduler.nodes.values(), scheduler.queue, self.eligible),
+            **self.attempts.gpu_columns(scheduler.node_records(), scheduler.queue, self.eligible),
             "started": started,
             "preempted": preempted,
             "round_wall_s": wall,
