@@ -69,10 +69,10 @@ def replay(policy: str, jobs: int | None, traces: Path = TRACES) -> dict[str, An
     }
 
 
-def run_worker(code: Path, policy: str, jobs: int | None) -> dict[str, Any]:
+def run_worker(code: Path, policy: str, jobs: int | None, traces: Path = TRACES) -> dict[str, Any]:
     """:func:`replay` in a fresh interpreter with the code at ``code``."""
     env = dict(os.environ, PYTHONPATH=str(code))
-    args = [sys.executable, __file__, "--worker", "--policy", policy, "--traces", str(TRACES)]
+    args = [sys.executable, __file__, "--worker", "--policy", policy, "--traces", str(traces)]
     if jobs is not None:
         args += ["--jobs", str(jobs)]
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=code)
@@ -97,9 +97,9 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for _ in range(args.repeat):
         if args.before is not None:
-            runs["before"].append(run_worker(args.before, args.policy, args.jobs))
+            runs["before"].append(run_worker(args.before, args.policy, args.jobs, args.traces))
             print("before", runs["before"][-1], flush=True)
-        runs["after"].append(run_worker(args.after, args.policy, args.jobs))
+        runs["after"].append(run_worker(args.after, args.policy, args.jobs, args.traces))
         print("after", runs["after"][-1], flush=True)
     if args.out is not None:
         args.out.write_text(report(runs, args))
