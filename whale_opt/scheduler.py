@@ -101,6 +101,9 @@ class Scheduler:
         job's own, given to :meth:`submit`, wins).
     split_above_gpus
         Clusters above this many GPUs are solved pool by pool (None: never).
+    carry_plan
+        Hand the last applied decision's plan to the next round as its hint
+        (:meth:`round_options`); off: every round starts from scratch.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Scheduler:
         checkpoint_interval_s: int | None = None,
         checkpoint_s: int = 0,
         split_above_gpus: int | None = SPLIT_ABOVE_GPUS,
+        carry_plan: bool = True,
     ) -> None:
         if checkpoint_interval_s is not None and checkpoint_interval_s < 1:
             raise ValueError(f"checkpoint_interval_s must be >= 1 (got {checkpoint_interval_s})")
@@ -138,6 +142,7 @@ class Scheduler:
         self.restore_due: dict[str, int] = {}  # queued jobs whose next start restores
         # The last applied decision's planned jobs, earliest start first (the hint).
         self.plan: tuple[str, ...] = ()
+        self.carry_plan = carry_plan
         now = cluster.now
         for job in cluster.queue:
             self.submit(replace(job, submitted_at=now + job.submitted_at))
@@ -385,7 +390,7 @@ class Scheduler:
     def round_options(self) -> SolveOptions:
         """The run settings of the next round: :attr:`options`, with the last applied
         decision's plan as the hint (see :class:`~whale_opt.options.SolveOptions`)."""
-        if not self.plan:
+        if not self.plan or not self.carry_plan:
             return self.options
         return self.options.replace(hint=self.plan)
 

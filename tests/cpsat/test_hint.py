@@ -58,3 +58,13 @@ def test_the_last_applied_plan_is_the_next_rounds_hint() -> None:
     assert scheduler.plan == tuple(job_id for _, job_id in planned)
     assert scheduler.round_options().hint == scheduler.plan
     assert scheduler.round_options().time_limit_s == 2
+
+
+def test_a_scheduler_that_does_not_carry_its_plan_gives_no_hint() -> None:
+    cluster = Instance("one", {"A100": GpuType("A100", 80)}, (Node("a0", "A100", 8, "nvswitch"),))
+    scheduler = Scheduler(cluster, "cpsat", options=SolveOptions(time_limit_s=2), carry_plan=False)
+    for k in range(3):
+        scheduler.submit(QueuedJob(f"j{k}", 8, 100 * (k + 1)))
+    scheduler.decide(0)
+    assert len(scheduler.plan) == 2
+    assert scheduler.round_options().hint == ()

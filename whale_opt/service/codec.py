@@ -55,6 +55,7 @@ def settings_of(scheduler: Scheduler) -> dict[str, Any]:
         "checkpoint_interval_s": scheduler.checkpoint_interval_s,
         "checkpoint_s": scheduler.checkpoint_s,
         "split_above_gpus": scheduler.split_above_gpus,
+        "carry_plan": scheduler.carry_plan,
     }
 
 
@@ -67,6 +68,7 @@ def build_scheduler(template: dict[str, Any], settings: dict[str, Any]) -> Sched
         checkpoint_interval_s=settings["checkpoint_interval_s"],
         checkpoint_s=settings["checkpoint_s"],
         split_above_gpus=settings["split_above_gpus"],
+        carry_plan=settings.get("carry_plan", True),  # absent from older snapshots
     )
 
 

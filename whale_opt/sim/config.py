@@ -122,6 +122,9 @@ class SimConfig:
     check_decisions
         Run the public checker on every round's decision against the snapshot
         it was made on; a violation raises :class:`DecisionError`. On in tests.
+    carry_plan
+        Each round's plan is the next round's hint (``Scheduler(carry_plan=...)``);
+        off: every round starts from scratch (for comparisons).
     """
 
     policy: str = "wspt"
@@ -139,6 +142,7 @@ class SimConfig:
     end_s: int | None = None
     max_rounds: int | None = None
     check_decisions: bool = False
+    carry_plan: bool = True
 
     def __post_init__(self) -> None:
         from whale_opt.registry import REGISTRY  # the registry may grow at import time
@@ -172,6 +176,12 @@ class SimConfig:
             "round_batch_s",
             self.round_batch_s,
             "must be an int >= 0",
+        )
+        _require(
+            isinstance(self.carry_plan, bool),
+            "carry_plan",
+            self.carry_plan,
+            "must be true or false",
         )
         _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
         _require(

@@ -159,6 +159,7 @@ class EventLoop:
             config.policy if policy is None else policy,
             options=options,
             checkpoint_interval_s=config.checkpoint_interval_s,
+            carry_plan=config.carry_plan,
         )
         self.jobs = job_runs(trace, cluster, config)
         self.eligible = {job_id: eligible_types(run, cluster) for job_id, run in self.jobs.items()}
