@@ -9,8 +9,8 @@ Each family (:func:`whale_opt.sim.synthetic_cluster`, 256 GPUs, seed 0) gets a
 synthetic trace of ``--jobs`` jobs compressed to ``--load``; event rounds
 batched 60 s, cpsat ``--limit`` seconds a round (default preset), every
 decision checked. ``cpsat`` carries each round's plan into the next
-(``SimConfig.carry_plan``, the default); ``cpsat-fresh`` starts every round
-from scratch, as cpsat did before plans were carried.
+(``SimConfig.carry_plan=True``); ``cpsat-fresh`` starts every round from
+scratch (the default: this comparison is why).
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ class Scheduler:
         Clusters above this many GPUs are solved pool by pool (None: never).
     carry_plan
         Hand the last applied decision's plan to the next round as its hint
-        (:meth:`round_options`); off: every round starts from scratch.
+        (:meth:`round_options`). Off by default: over replays it did not beat
+        rounds that start from scratch (``bench/CARRY_PLAN.md``).
     """
 
     def __init__(
@@ -116,7 +117,7 @@ class Scheduler:
         checkpoint_interval_s: int | None = None,
         checkpoint_s: int = 0,
         split_above_gpus: int | None = SPLIT_ABOVE_GPUS,
-        carry_plan: bool = True,
+        carry_plan: bool = False,
     ) -> None:
         if checkpoint_interval_s is not None and checkpoint_interval_s < 1:
             raise ValueError(f"checkpoint_interval_s must be >= 1 (got {checkpoint_interval_s})")

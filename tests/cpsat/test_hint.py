@@ -48,7 +48,7 @@ def test_the_last_applied_plan_is_the_next_rounds_hint() -> None:
         {"A100": GpuType("A100", 80)},
         (Node("a0", "A100", 8, "nvswitch"), Node("a1", "A100", 8, "nvswitch")),
     )
-    scheduler = Scheduler(cluster, "cpsat", options=SolveOptions(time_limit_s=2))
+    scheduler = Scheduler(cluster, "cpsat", options=SolveOptions(time_limit_s=2), carry_plan=True)
     for k, duration in enumerate((100, 300, 200, 400)):
         scheduler.submit(QueuedJob(f"j{k}", 8, duration))
     assert scheduler.round_options().hint == ()
@@ -60,9 +60,9 @@ def test_the_last_applied_plan_is_the_next_rounds_hint() -> None:
     assert scheduler.round_options().time_limit_s == 2
 
 
-def test_a_scheduler_that_does_not_carry_its_plan_gives_no_hint() -> None:
+def test_by_default_a_scheduler_does_not_carry_its_plan() -> None:
     cluster = Instance("one", {"A100": GpuType("A100", 80)}, (Node("a0", "A100", 8, "nvswitch"),))
-    scheduler = Scheduler(cluster, "cpsat", options=SolveOptions(time_limit_s=2), carry_plan=False)
+    scheduler = Scheduler(cluster, "cpsat", options=SolveOptions(time_limit_s=2))
     for k in range(3):
         scheduler.submit(QueuedJob(f"j{k}", 8, 100 * (k + 1)))
     scheduler.decide(0)

@@ -57,6 +57,7 @@ from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
 
 log = logging.getLogger("whale_opt")
+HINT_SHARE = 0.1  # the hint is list-scheduled when the greedy took at most this share of the limit
 FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measured: 20-50 us)
 
 
@@ -112,7 +113,8 @@ class CpSatPolicy:
         }
         orders = [greedy_order]
         hinted = hint_order(instance, options.hint, greedy_order)
-        if hinted is not None:
+        # A second list schedule costs what the greedy did: only when that is small.
+        if hinted is not None and stats["greedy_s"] <= HINT_SHARE * limit:
             # The previous round's plan, carried on: often as good, at times better.
             orders.append(hinted)
             planned = list_schedule(instance, hinted, prefer=WsptPolicy.prefer)

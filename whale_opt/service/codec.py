@@ -68,7 +68,7 @@ def build_scheduler(template: dict[str, Any], settings: dict[str, Any]) -> Sched
         checkpoint_interval_s=settings["checkpoint_interval_s"],
         checkpoint_s=settings["checkpoint_s"],
         split_above_gpus=settings["split_above_gpus"],
-        carry_plan=settings.get("carry_plan", True),  # absent from older snapshots
+        carry_plan=settings.get("carry_plan", False),  # absent from older snapshots
     )
 
 

@@ -123,8 +123,8 @@ class SimConfig:
         Run the public checker on every round's decision against the snapshot
         it was made on; a violation raises :class:`DecisionError`. On in tests.
     carry_plan
-        Each round's plan is the next round's hint (``Scheduler(carry_plan=...)``);
-        off: every round starts from scratch (for comparisons).
+        Each round's plan is the next round's hint (``Scheduler(carry_plan=...)``;
+        off by default, see ``bench/CARRY_PLAN.md``).
     """
 
     policy: str = "wspt"
@@ -142,7 +142,7 @@ class SimConfig:
     end_s: int | None = None
     max_rounds: int | None = None
     check_decisions: bool = False
-    carry_plan: bool = True
+    carry_plan: bool = False
 
     def __post_init__(self) -> None:
         from whale_opt.registry import REGISTRY  # the registry may grow at import time
