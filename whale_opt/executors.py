@@ -20,13 +20,14 @@ replay that splits every round pays for them once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import socket
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, InvalidStateError
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -274,16 +275,46 @@ class RayExecutor(Executor):
         self._task = ray.remote(num_cpus=1, max_retries=0)(_call)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        """Run ``fn(*args, **kwargs)`` as a Ray task; a standard future of its result."""
+        """Run ``fn(*args, **kwargs)`` as a Ray task; a standard future of its result.
+
+        Cancelling the future (a pool given up at the round's deadline) cancels the
+        task too, killing its worker process, so it stops taking a CPU."""
         ref = self._task.remote(fn, args, kwargs)
-        future: Future[Any] = ref.future()
-        return future
+        return _RayTaskFuture(self._ray, ref)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the Ray instance this executor started (a joined cluster keeps running)."""
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
             self._owns = False
+
+
+class _RayTaskFuture(Future[Any]):
+    """The future of one Ray task: its result or error when the task ends; cancelled,
+    the task is cancelled as well (``ray.cancel(force=True)``)."""
+
+    def __init__(self, ray: Any, ref: Any) -> None:
+        super().__init__()
+        self._ray = ray
+        self._ref = ref
+        ref.future().add_done_callback(self._relay)
+
+    def _relay(self, inner: Future[Any]) -> None:
+        if self.done():
+            return  # cancelled before the task ended
+        error = inner.exception()
+        with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+            if error is None:
+                self.set_result(inner.result())
+            else:
+                self.set_exception(error)
+
+    def cancel(self) -> bool:
+        if not super().cancel():
+            return False
+        with contextlib.suppress(Exception):  # the task may have just ended
+            self._ray.cancel(self._ref, force=True)
+        return True
 
 
 def make_executor(kind: str, address: str | None = None) -> Executor | None:

@@ -17,6 +17,10 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
+MEMO_SIZE = 64
+"""Node tuples a memo keeps: the cluster's and its pools' (a split round of a
+large cluster has tens of pools, each with its own tuple)."""
+
 
 class IdentityMemo(Generic[V]):
     """The values made from the last ``size`` objects, found by the object's identity."""

@@ -17,7 +17,7 @@ from functools import cache, lru_cache
 
 import networkx as nx
 
-from whale_opt.memo import IdentityMemo
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.problem_data import Instance, Node, QueuedJob
 
 NVLINK_GBPS = {"nvswitch": 900.0, "hybrid-cube-mesh": 300.0, "pairs": 600.0, "edges": 300.0}
@@ -180,7 +180,7 @@ def node_topologies(instance: Instance, graph: nx.Graph | None = None) -> tuple[
     return _read_topologies(instance.nodes, graph)
 
 
-_BY_IDENTITY: IdentityMemo[tuple[NodeTopology, ...]] = IdentityMemo(16)
+_BY_IDENTITY: IdentityMemo[tuple[NodeTopology, ...]] = IdentityMemo(MEMO_SIZE)
 
 
 @lru_cache(maxsize=16)

@@ -1,12 +1,15 @@
 """The Ray executor on a local three-node Ray cluster: the same decisions as local
-processes, and a worker killed mid-round costs only its own pool."""
+processes, a worker killed mid-round costs only its own pool, and a pool given up at
+the deadline is cancelled with its task."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from functools import partial
 
 import pytest
 
@@ -67,26 +70,34 @@ def test_a_sweep_fans_out_over_the_same_executor(executor: RayExecutor) -> None:
 DOOMED = "h100-0000"  # the first node of the busiest pool at 128 GPUs a pool
 
 
-def dies_with_its_pool(instance: Instance, options: SolveOptions) -> Decision:
-    """A pool solve (fifo) that kills its own worker process when it holds DOOMED."""
+def doomed_pool(fate: str, instance: Instance, options: SolveOptions) -> Decision:
+    """A pool solve (fifo) that, when it holds DOOMED, kills its own worker process
+    (``fate`` "die") or never answers in time ("hang")."""
     if any(node.id == DOOMED for node in instance.nodes):
-        os._exit(1)
+        if fate == "die":
+            os._exit(1)
+        time.sleep(600)
     return solve_one_pool(instance, options, solver="fifo")
 
 
-def test_a_ray_worker_killed_mid_round_costs_only_its_pool(executor: RayExecutor) -> None:
+def _split(fate: str, options: SolveOptions, executor: Executor) -> tuple[Instance, Decision]:
+    """A 512-GPU round split into 128-GPU pools on ``executor``, DOOMED's pool doomed."""
     # Ray workers cannot import this test module: ship the pool solve by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     instance = generate("hetero", gpus=512, queued=60, seed=3)
     instance = instance.replace(tenants={name: Tenant(name) for name in instance.tenants})
-    options = SolveOptions(time_limit_s=30.0)
-    on_ray = solve_split(
-        instance, dies_with_its_pool, "fifo", options, max_gpus=128, executor=executor, workers=3
+    solve_pool = partial(doomed_pool, fate)
+    decision = solve_split(
+        instance, solve_pool, "fifo", options, max_gpus=128, executor=executor, workers=3
     )
+    return instance, decision
+
+
+def test_a_ray_worker_killed_mid_round_costs_only_its_pool(executor: RayExecutor) -> None:
+    options = SolveOptions(time_limit_s=30.0)
+    instance, on_ray = _split("die", options, executor)
     with LocalExecutor(3) as local:
-        here = solve_split(
-            instance, dies_with_its_pool, "fifo", options, max_gpus=128, executor=local, workers=3
-        )
+        _, here = _split("die", options, local)
     (doomed,) = [
         k for k, p in enumerate(pools(instance, 128)) if instance.nodes[p.nodes[0]].id == DOOMED
     ]
@@ -95,6 +106,17 @@ def test_a_ray_worker_killed_mid_round_costs_only_its_pool(executor: RayExecutor
     assert on_ray.status is Status.GREEDY_FALLBACK
     assert on_ray.stats["pools_fallback"] == 1 and f"fallback_pool_{doomed}" in on_ray.stats
     assert on_ray.jobs == here.jobs
+
+
+def test_a_pool_given_up_at_the_deadline_stops_taking_a_cpu(executor: RayExecutor) -> None:
+    instance, decision = _split("hang", SolveOptions(time_limit_s=3.0), executor)
+    assert check(instance, decision) == []
+    assert decision.stats["pools_fallback"] == 1
+    # The hung task was cancelled with its worker: all three CPUs are free again.
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) == 3
 
 
 def test_unknown_executor_names_the_choices() -> None:

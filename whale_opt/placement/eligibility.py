@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from whale_opt.memo import IdentityMemo
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.topology import NodeTopology, eligible_nodes, node_can_host
 
@@ -75,7 +75,7 @@ class _Shapes:
 
 # Eligibility depends on the nodes' records and topologies only: rounds on an
 # unchanged cluster (the same topologies tuple) share what was found.
-_SHAPES: IdentityMemo[_Shapes] = IdentityMemo(16)
+_SHAPES: IdentityMemo[_Shapes] = IdentityMemo(MEMO_SIZE)
 
 
 class Eligibility:

@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from whale_opt.memo import IdentityMemo
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.placement.eligibility import Eligibility, NodeGroup
 from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.profile import EPS, INF, Profile
@@ -55,7 +55,7 @@ class _Unused(Profile):
 _UNUSED = _Unused()
 _NO_SHARES: Mapping[int, tuple[int, int]] = MappingProxyType({})
 # Healthy GPUs per node, per topologies tuple (an unchanged cluster's rounds share it).
-_HEALTHY: IdentityMemo[tuple[int, ...]] = IdentityMemo(16)
+_HEALTHY: IdentityMemo[tuple[int, ...]] = IdentityMemo(MEMO_SIZE)
 
 
 def _own(profiles: list[Profile], node: int) -> Profile:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from whale_opt.memo import IdentityMemo
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.problem_data.fields import _ident, _require
 from whale_opt.problem_data.records import (
     DEFAULT_PRIORITY_CLASSES,
@@ -36,7 +36,7 @@ of any job not overdue (see :attr:`Instance.weights`)."""
 
 
 # Rounds of one unchanged cluster share their node tuple: index it once.
-_NODE_INDEX: IdentityMemo[tuple[Mapping[str, int], frozenset[str]]] = IdentityMemo(16)
+_NODE_INDEX: IdentityMemo[tuple[Mapping[str, int], frozenset[str]]] = IdentityMemo(MEMO_SIZE)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""A split round: pools solved on an executor (a lost or late pool decided by
+the greedy), then merged."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, wait
+
+from whale_opt.bounds import trivial_bound
+from whale_opt.budget import pool_limits, round_cost
+from whale_opt.decision import Decision, JobDecision, Status
+from whale_opt.decompose.cut import pools
+from whale_opt.decompose.limits import DEFAULT_MAX_GPUS, POOL_SHARE, POOL_WAIT
+from whale_opt.decompose.merge import merge
+from whale_opt.decompose.sub import (
+    preemption_shares,
+    quota_shares,
+    running_gpus_by_pool,
+    sub_instance,
+)
+from whale_opt.options import SolveOptions
+from whale_opt.placement.serial import assemble
+from whale_opt.policies.wspt import WsptPolicy
+from whale_opt.problem_data import Instance
+
+log = logging.getLogger("whale_opt")
+
+
+PoolSolve = Callable[[Instance, SolveOptions], Decision]
+"""How one pool is decided: any policy's round, ``split`` off (it is a pool already)."""
+
+
+def solve_split(
+    instance: Instance,
+    solve_pool: PoolSolve,
+    solver: str,
+    options: SolveOptions,
+    *,
+    max_gpus: int = DEFAULT_MAX_GPUS,
+    executor: Executor | None = None,
+    workers: int = 1,
+    baseline: Callable[[Instance], list[JobDecision]] | None = None,
+) -> Decision:
+    """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
+
+    Each pool gets ``options`` with its share of the time limit: half of it,
+    shared between the pools in proportion to their expected work
+    (:func:`whale_opt.budget.pool_limits`), heaviest first.
+
+    ``executor`` runs the pools (any :class:`concurrent.futures.Executor`: local
+    processes, or a distributed one; ``solve_pool`` and the pools must then
+    pickle); None solves them here, one after another. ``workers`` is how many
+    pools run at once, which sets each pool's share of the time limit.
+
+    ``baseline`` is a whole-cluster schedule (a list schedule): the merged
+    decision is returned unless the baseline is better. Pools see only their
+    own nodes, so the merged decision can be worse than a schedule of the
+    whole cluster. The baseline is made after the merge, and only when it
+    could be better: not when the merged decision's objective is already the
+    trivial lower bound (every job ends at its shortest duration from now,
+    as in a round where nothing has to wait), which no decision goes below.
+    It fits the part of the limit the pools leave (:data:`POOL_SHARE`).
+    """
+    started = time.perf_counter()
+    if not instance.queue:  # nothing to cut or solve: every running job is kept
+        merged = merge(instance, [], [], solver, started, options)
+        return merged.with_changes(stats={"pools": 0, "pools_fallback": 0})
+    parts = pools(instance, max_gpus)
+    shares = quota_shares(instance, parts)
+    caps = preemption_shares(instance, parts)
+    busy = [k for k, pool in enumerate(parts) if pool.jobs]
+    inside = running_gpus_by_pool(instance, parts)
+    subs = [
+        sub_instance(
+            instance, parts[k], {n: split[k] for n, split in shares.items()}, caps[k], inside[k]
+        )
+        for k in busy
+    ]
+    # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
+    parallel = max(workers, 1) if executor is not None else 1
+    spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
+    limits = pool_limits([round_cost(sub).greedy_s for sub in subs], spare, parallel)
+    each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
+    heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
+    deadline = started + POOL_WAIT * options.time_limit_s
+    found, lost = _run_pools(solve_pool, subs, each, heaviest, executor, deadline)
+    for k, why in lost.items():
+        nodes = parts[busy[k]].nodes
+        log.warning(
+            "pool %d (nodes %s..%s, %d jobs) falls back to the greedy: %s",
+            busy[k],
+            instance.nodes[nodes[0]].id,
+            instance.nodes[nodes[-1]].id,
+            len(subs[k].queue),
+            why,
+        )
+        found[k] = _greedy_pool(subs[k], each[k])
+    merged = merge(instance, parts, [found[k] for k in range(len(subs))], solver, started, options)
+    stats: dict[str, float | int] = {"pools": len(subs), "pools_fallback": len(lost)}
+    stats |= {f"fallback_pool_{busy[k]}": len(subs[k].queue) for k in sorted(lost)}
+    if lost:
+        merged = merged.with_changes(status=Status.GREEDY_FALLBACK)
+    if baseline is not None and merged.objective > trivial_bound(instance):
+        alone = assemble(
+            instance, solver, baseline(instance), Status.FEASIBLE, merged.bound, started
+        )
+        if alone.objective < merged.objective:
+            return alone.with_changes(stats=stats)
+    return merged.with_changes(stats=stats, wall_s=time.perf_counter() - started)
+
+
+def _run_pools(
+    solve_pool: PoolSolve,
+    subs: list[Instance],
+    each: list[SolveOptions],
+    order: list[int],
+    executor: Executor | None,
+    deadline: float,
+) -> tuple[dict[int, Decision], dict[int, str]]:
+    """Each pool's decision, and why each pool without one has none (it raised,
+    its worker died, or it did not answer by ``deadline``)."""
+    found: dict[int, Decision] = {}
+    lost: dict[int, str] = {}
+    if executor is None:
+        for k in order:
+            try:
+                found[k] = solve_pool(subs[k], each[k])
+            except Exception as exc:
+                lost[k] = f"{type(exc).__name__}: {exc}"
+        return found, lost
+    futures: dict[Future[Decision], int] = {
+        executor.submit(solve_pool, subs[k], each[k]): k for k in order
+    }
+    done, late = wait(futures, timeout=max(0.0, deadline - time.perf_counter()))
+    for future in done:
+        k = futures[future]
+        try:
+            found[k] = future.result()
+        except Exception as exc:  # a lost worker, a dead node, or the solve raised
+            lost[k] = f"{type(exc).__name__}: {exc}"
+    for future in late:
+        future.cancel()
+        lost[futures[future]] = "no answer within the time limit"
+    return found, lost
+
+
+def _greedy_pool(sub: Instance, options: SolveOptions) -> Decision:
+    """A pool decided here by the WSPT greedy, when its own solve is lost."""
+    decision = WsptPolicy().decide(sub, options.replace(report_bound=False))
+    return decision.with_changes(status=Status.GREEDY_FALLBACK)
