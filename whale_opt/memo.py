@@ -17,9 +17,10 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-MEMO_SIZE = 64
-"""Node tuples a memo keeps: the cluster's and its pools' (a split round of a
-large cluster has tens of pools, each with its own tuple)."""
+MEMO_SIZE = 32
+"""Node tuples a memo keeps: a cluster's and its pools' (the openb cluster splits
+into 16 pools). Each entry holds what was derived from those nodes, so a
+service deciding for many large clusters keeps at most this many of them."""
 
 
 class IdentityMemo(Generic[V]):
