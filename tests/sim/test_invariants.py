@@ -118,7 +118,8 @@ def test_wspt_preempts_best_effort_for_training_and_jobs_resume(
     assert_invariants(result, jobs, preemptive)
 
 
-def test_cpsat_rounds_are_valid(cluster: Instance) -> None:
+@pytest.mark.parametrize("carry_plan", [False, True])  # rounds made fresh, or from the last plan
+def test_cpsat_rounds_are_valid(cluster: Instance, carry_plan: bool) -> None:
     trace = with_actuals(synthetic_trace(8, cluster, load=1.0, seed=4), seed=4)
     config = SimConfig(
         policy="cpsat",
@@ -127,6 +128,7 @@ def test_cpsat_rounds_are_valid(cluster: Instance) -> None:
         round_batch_s=1800,
         checkpoint_interval_s=CHECKPOINT,
         check_decisions=True,
+        carry_plan=carry_plan,
     )
     result = simulate(trace, cluster, config)
     assert_invariants(result, trace, cluster)
