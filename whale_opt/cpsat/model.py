@@ -48,7 +48,7 @@ from whale_opt.bounds import reported_bound
 from whale_opt.check import check
 from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
 from whale_opt.cpsat.presets import load_preset
-from whale_opt.decision import Decision, Status, objective
+from whale_opt.decision import Decision, JobDecision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.placement.order_search import improve
 from whale_opt.placement.preempt import improve_by_preemption
@@ -73,6 +73,12 @@ def hint_order(
     taken = set(first)
     order = first + [k for k in greedy_order if k not in taken]
     return None if order == greedy_order else order
+
+
+def _schedule(instance: Instance, order: list[int]) -> list[JobDecision]:
+    """The WSPT list schedule of ``order``, improved by the preemptions that pay."""
+    jobs = list_schedule(instance, order, prefer=WsptPolicy.prefer)
+    return improve_by_preemption(instance, order, jobs, prefer=WsptPolicy.prefer)
 
 
 class CpSatPolicy:
@@ -103,8 +109,7 @@ class CpSatPolicy:
         )
         deadline = started + limit - finish
         greedy_order = wspt_order(instance)
-        greedy = list_schedule(instance, greedy_order, prefer=WsptPolicy.prefer)
-        greedy = improve_by_preemption(instance, greedy_order, greedy, prefer=WsptPolicy.prefer)
+        greedy = _schedule(instance, greedy_order)
         jobs, value = greedy, objective(instance, greedy)
         greedy_value = value
         stats: dict[str, float | int] = {
@@ -117,8 +122,7 @@ class CpSatPolicy:
         if hinted is not None and stats["greedy_s"] <= HINT_SHARE * limit:
             # The previous round's plan, carried on: often as good, at times better.
             orders.append(hinted)
-            planned = list_schedule(instance, hinted, prefer=WsptPolicy.prefer)
-            planned = improve_by_preemption(instance, hinted, planned, prefer=WsptPolicy.prefer)
+            planned = _schedule(instance, hinted)
             planned_value = objective(instance, planned)
             stats["hint_value"] = planned_value
             if planned_value < value - 1e-9:

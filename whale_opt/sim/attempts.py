@@ -122,7 +122,7 @@ class Attempts:
         need = np.array([least.get(name, 0) for name in arrays.types], dtype=np.int64)
         fragmented = (free > 0) & (free < np.minimum(need[arrays.type_of], arrays.size))
         healthy = int(arrays.healthy.sum())
-        held = int(sum(busy_on.values()))
+        held = int(busy.sum())
         return {
             "busy_gpus": held,
             "healthy_gpus": healthy,
