@@ -134,7 +134,7 @@ class Scheduler:
         self.checkpoint_s = checkpoint_s
         self.split_above_gpus = split_above_gpus
         self._nodes: dict[str, Node] = {node.id: node for node in cluster.nodes}
-        # The node records as a tuple, made again only when one changes (_set_node).
+        # The node records as a tuple, made again only when one changes (nodes.setter).
         self._node_tuple: tuple[Node, ...] = tuple(self._nodes.values())
         self.queue: dict[str, QueuedJob] = {}
         self.running: dict[str, Placed] = {}
@@ -326,8 +326,7 @@ class Scheduler:
         return self._node_tuple
 
     def _set_node(self, node: Node) -> None:
-        self._nodes[node.id] = node
-        self._node_tuple = tuple(self._nodes.values())
+        self.nodes = {**self._nodes, node.id: node}
 
     def snapshot(self, now: int) -> Instance:
         """This round's instance: everything relative to ``now``; running jobs with
