@@ -32,11 +32,13 @@ bound is never 0 while a queued job exists.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import replace
 
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
+from whale_opt.memo import IdentityMemo
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
@@ -71,6 +73,38 @@ def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
         ends.append(float(by_end.end))
         starts.append(math.inf if by_start is None else float(by_start.start))
     return starts, ends
+
+
+class EarliestStarts:
+    """Per queued job and GPU type, a start no valid decision beats: the relaxed
+    search with only the running jobs that no queued job may preempt present
+    (as :func:`earliest_times`). Found when first asked, then remembered."""
+
+    def __init__(self, instance: Instance) -> None:
+        relaxed = PlacementSearch(priced=False, wait_for_release=False)
+        self._state = ClusterState(without_preemptible(instance), search=relaxed)
+        self._found: dict[tuple[int, str], float] = {}
+        self._lock = threading.Lock()
+
+    def start(self, position: int, gpu_type: str) -> float:
+        """Job ``position``'s earliest start on ``gpu_type`` (inf: none there)."""
+        key = (position, gpu_type)
+        with self._lock:
+            found = self._found.get(key)
+            if found is None:
+                placement = self._state.best_placement(position, by_start=True, gpu_type=gpu_type)
+                found = math.inf if placement is None else float(placement.start)
+                self._found[key] = found
+        return found
+
+
+_EARLIEST: IdentityMemo[EarliestStarts] = IdentityMemo(4)
+
+
+def earliest_starts(instance: Instance) -> EarliestStarts:
+    """The :class:`EarliestStarts` of ``instance`` (one per instance, shared by its
+    neighbourhoods)."""
+    return _EARLIEST.get(instance, lambda: EarliestStarts(instance))
 
 
 def earliest_end_bound(instance: Instance, ends: list[float] | None = None) -> float:

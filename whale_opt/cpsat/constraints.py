@@ -12,12 +12,15 @@ started now takes one of them, at most ``policy.max_preemptions``).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 
 from ortools.sat.python import cp_model
 
+from whale_opt.bounds import earliest_starts
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood, prices_nvlink
+from whale_opt.cpsat.cuts import mean_busy_time_cuts
 from whale_opt.cpsat.preemption import add_preemption_rules
 from whale_opt.cpsat.shares import ShareGpus
 from whale_opt.cpsat.variables import JobVars, Variables
@@ -51,12 +54,14 @@ class Constraints:
         self._gang_shape()
         self._one_rack()
         self._deferred_start()
+        self._earliest_starts()
         self._start_now_or_later()
         self._exact_gpus_now()
         self._nvlink_shapes()
         self._planned_after_release()
         self._node_capacity()
         self._type_capacity()
+        self._mean_busy_times()
         self._tenant_quotas()
         self._zone_preference()
         add_preemption_rules(self)
@@ -107,6 +112,27 @@ class Constraints:
         """A deferred job's start is pinned to 0 (it is priced at the horizon)."""
         for _, v in self.pairs():
             self.model.add(v.start == 0).only_enforce_if(v.deferred)
+
+    def _earliest_starts(self) -> None:
+        """Redundant: a whole-GPU job starts on a type no earlier than it could with only
+        the running jobs present (:class:`whale_opt.bounds.EarliestStarts`). The
+        cumulatives imply it once the node is chosen; as one linear constraint it
+        gives CP-SAT's LP every job's earliest end before any choice."""
+        instance = self.hood.instance
+        starts = earliest_starts(instance)
+        for item, v in self.pairs():
+            job = instance.queue[item.position]
+            if job.shares or job.cpu_only:
+                continue
+            terms = []
+            for gpu_type, lit in v.on_type.items():
+                release = starts.start(item.position, gpu_type)
+                if release == math.inf:
+                    self.model.add(lit == 0)  # no placement on the type, ever
+                elif release >= 1:
+                    terms.append(int(release) * lit)
+            if terms:
+                self.model.add(v.start >= sum(terms))
 
     def _start_now_or_later(self) -> None:
         """Now means start 0; a placed job not started now starts at 1 or later."""
@@ -317,12 +343,7 @@ class Constraints:
         on the nodes they may use. It lets CP-SAT reason about the type's pooled
         capacity (a stronger bound) instead of one node at a time."""
         instance = self.hood.instance
-        timeline = self.hood.timeline
-        nodes_of: dict[str, set[int]] = defaultdict(set)
-        for item in self.hood.jobs:
-            for n in item.nodes:
-                nodes_of[instance.nodes[n].gpu_type].add(n)
-        for gpu_type, nodes in nodes_of.items():
+        for gpu_type, nodes in self._nodes_of_type().items():
             uses: Uses = []
             for item, v in self.pairs():
                 job = instance.queue[item.position]
@@ -338,16 +359,56 @@ class Constraints:
                 held = sum(popcount(mask) for n, mask in victim.gpus.items() if n in nodes)
                 if held and not victim.forced:
                     uses.append((next(iter(w.interval.values())), held))
-            fixed = Profile()
-            for n in nodes:
-                used = timeline.gpu_profile(n)
-                for k, t in enumerate(used.times):
-                    end = used.times[k + 1] if k + 1 < len(used.times) else self._far()
-                    level = min(used.levels[k], timeline.healthy_count(n))
-                    if level > 0:
-                        fixed.add(t, end, level)
-            capacity = sum(timeline.healthy_count(n) for n in nodes)
-            self._cumulative(fixed, 1, capacity, uses)
+            self._cumulative(*self._fixed_gpus(nodes), uses)
+
+    def _nodes_of_type(self) -> dict[str, set[int]]:
+        """Per GPU type, the freed jobs' candidate nodes of that type."""
+        instance = self.hood.instance
+        nodes_of: dict[str, set[int]] = defaultdict(set)
+        for item in self.hood.jobs:
+            for n in item.nodes:
+                nodes_of[instance.nodes[n].gpu_type].add(n)
+        return nodes_of
+
+    def _fixed_gpus(self, nodes: set[int]) -> tuple[Profile, int, int]:
+        """The GPUs the fixed jobs use over time on ``nodes`` (capped at the healthy ones),
+        scale 1, and how many healthy GPUs the nodes have."""
+        timeline = self.hood.timeline
+        fixed = Profile()
+        for n in nodes:
+            used = timeline.gpu_profile(n)
+            for k, t in enumerate(used.times):
+                end = used.times[k + 1] if k + 1 < len(used.times) else self._far()
+                level = min(used.levels[k], timeline.healthy_count(n))
+                if level > 0:
+                    fixed.add(t, end, level)
+        return fixed, 1, sum(timeline.healthy_count(n) for n in nodes)
+
+    def _mean_busy_times(self) -> None:
+        """Redundant: the freed whole-GPU jobs' mean busy times against the free GPUs of
+        each type, the free pieces of each gang size, and all types pooled
+        (:mod:`whale_opt.cpsat.cuts`): CP-SAT's LP then sees what the flow bound
+        sees, and the contention for whole nodes too."""
+        instance = self.hood.instance
+        timeline = self.hood.timeline
+        nodes = {
+            gpu_type: [(timeline.gpu_profile(n), timeline.healthy_count(n)) for n in sorted(ns)]
+            for gpu_type, ns in self._nodes_of_type().items()
+        }
+        shapes = {}
+        for item in self.hood.jobs:
+            job = instance.queue[item.position]
+            if job.shares or job.cpu_only:
+                continue
+            if item.mode is Mode.SINGLE:
+                shapes[item.position] = (job.gpu_count, 1)
+            elif item.mode is Mode.GANG:
+                shapes[item.position] = (item.node_size, job.gpu_count // item.node_size)
+            else:
+                shapes[item.position] = (1, job.gpu_count)
+        speeds = {p: instance.gpu_types[p].speed for p in nodes}
+        weights = {item.position: instance.weights[item.position] for item in self.hood.jobs}
+        mean_busy_time_cuts(self.model, list(self.pairs()), nodes, speeds, weights, shapes)
 
     def _cumulative(self, fixed: Profile, scale: int, capacity: int, uses: Uses) -> None:
         """A cumulative of ``uses`` on top of the fixed usage ``fixed`` (scaled, capped)."""

@@ -33,14 +33,15 @@ WATCHDOG_SLACK_S = 0.01  # how long past its budget a search may run before it i
 @dataclass(frozen=True)
 class HoodResult:
     """A solved neighbourhood: the freed jobs' decisions, the victims it preempts,
-    whether CP-SAT proved it optimal, what the model says it costs and the
-    time CP-SAT took."""
+    whether CP-SAT proved it optimal, what the model says it costs, the
+    time CP-SAT took and CP-SAT's lower bound on the model (in objective units)."""
 
     decided: dict[int, JobDecision]
     preempted: frozenset[int]
     proved: bool
     value: float
     solve_s: float = 0.0
+    bound: float = 0.0
 
 
 class NeighbourhoodModel:
@@ -93,7 +94,12 @@ class NeighbourhoodModel:
         decided, preempted = decode(self.hood, self.variables, solver)
         proved = status == cp_model.OPTIMAL
         return HoodResult(
-            decided, preempted, proved, self.objective.value(solver), solver.wall_time
+            decided,
+            preempted,
+            proved,
+            self.objective.value(solver),
+            solver.wall_time,
+            self.objective.bound(solver),
         )
 
 

@@ -58,6 +58,7 @@ class LnsStats:
     exact_tried: int = 0
     exact_proven: int = 0
     exact_s: float = 0.0
+    exact_bound: float = 0.0  # CP-SAT's bound on a whole round's model (0: none)
     improved_by: dict[str, int] = field(default_factory=dict)  # strategy -> improvements
 
     def audit(self, hood: Neighbourhood, result: HoodResult) -> bool:
@@ -86,6 +87,7 @@ class LnsStats:
             "exact_tried": self.exact_tried,
             "exact_proven": self.exact_proven,
             "exact_s": self.exact_s,
+            "exact_bound": self.exact_bound,
         }
         out.update({f"lns_improved_{name}": count for name, count in self.improved_by.items()})
         if math.isfinite(self.pricing_gap):
@@ -153,6 +155,8 @@ def exact_round(
     priced = stats.audit(hood, result)
     merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
     proven = result.proved and hood.whole_round and priced
+    if hood.whole_round and priced:
+        stats.exact_bound = result.bound
     stats.exact_proven = int(proven)
     if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
         return merged, merged_value, proven

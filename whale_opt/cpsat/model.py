@@ -29,9 +29,11 @@ otherwise its best solution is the incumbent of steps 2 and 3.
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
 watchdog stops a search that overshoots. The status is ``optimal`` when
 CP-SAT proved the round's model optimal, or the objective meets the
-analytic lower bound; ``feasible`` when the greedy was improved,
-``greedy-fallback`` otherwise. The reported bound is always the analytic
-one (:mod:`whale_opt.bounds`), valid for every decision.
+bound; ``feasible`` when the greedy was improved, ``greedy-fallback``
+otherwise. The reported bound is valid for every decision: the analytic one
+(:mod:`whale_opt.bounds`), or CP-SAT's own bound on the whole round's model
+when that model is complete and higher (its LP sees each job's earliest
+start and the mean-busy-time cuts of :mod:`whale_opt.cpsat.cuts`).
 
 The policy keeps no state between or during rounds (what a round did goes
 into :attr:`whale_opt.decision.Decision.stats`): one policy object can decide
@@ -144,6 +146,8 @@ class CpSatPolicy:
                 options.seed,
                 lns,
             )
+            # CP-SAT's bound on the whole round's model holds for every decision too.
+            bound = max(bound, min(lns.exact_bound, value))
         if instance.queue and bound < value - 1e-9 and not proven:
             spare = deadline - time.perf_counter()
             stop = time.perf_counter() + spare * preset.search_share

@@ -48,6 +48,15 @@ class Objective:
             terms.append(scaled(instance.running_weights[victim.position]) * lost * (1 - w.kept))
         self.model.minimize(sum(terms))
 
+    def bound(self, solver: cp_model.CpSolver) -> float:
+        """CP-SAT's lower bound on the model, in the decision@1 objective's units: each
+        term's model weight is at most ``scaled(w) / w`` times its exact one."""
+        instance = self.hood.instance
+        weights = [instance.weights[item.position] for item in self.hood.jobs]
+        weights += [instance.running_weights[victim.position] for victim in self.hood.victims]
+        ratio = min((w * WEIGHT_SCALE / scaled(w) for w in weights if w > 0), default=1.0)
+        return max(0.0, solver.best_objective_bound) * min(1.0, ratio) / WEIGHT_SCALE
+
     def _job_seconds(self, item: FreeJob, v: JobVars) -> cp_model.LinearExprT:
         """The job's end, or deferred cost end, plus its preference prices, in seconds."""
         instance = self.hood.instance
