@@ -136,16 +136,17 @@ def _type_capacity(instance: Instance) -> dict[str, Profile]:
     return capacity
 
 
-def _integral(profile: Profile, start: float, end: float) -> float:
-    """Integral of ``profile`` over [start, end)."""
-    total = 0.0
-    times, levels = profile.times, profile.levels
-    for k, t in enumerate(times):
-        nxt = times[k + 1] if k + 1 < len(times) else math.inf
-        lo, hi = max(t, start), min(nxt, end)
-        if hi > lo:
-            total += levels[k] * (hi - lo)
-    return total
+def _bucket_areas(profile: Profile, grid: np.ndarray) -> np.ndarray:
+    """The integral of ``profile`` over each bucket ``[grid[b], grid[b + 1])``: the
+    running area is piecewise linear between the profile's steps, so
+    interpolating it at the grid is exact."""
+    times = np.asarray(profile.times, dtype=float)
+    levels = np.asarray(profile.levels, dtype=float)
+    far = max(float(grid[-1]), float(times[-1])) + 1.0
+    knots = np.append(times, far)
+    area = np.concatenate(([0.0], np.cumsum(levels * np.diff(knots))))
+    running = np.interp(grid, knots, area, left=0.0)
+    return np.diff(running)
 
 
 def _buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> list[float]:
@@ -219,9 +220,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
             caps.append(np.minimum(supply[k], np.ceil(rate * (grid[1:][keep] - lo[keep]))))
             costs.append(np.floor(per_unit * t_eff[keep]))
     for p in types:
-        room = np.array(
-            [_integral(capacity[p], grid[b], grid[b + 1]) / unit for b in range(n_buckets)]
-        )
+        room = _bucket_areas(capacity[p], grid) / unit
         keep = np.nonzero(room > 0)[0]
         tails.append(first_bucket[p] + keep)
         heads.append(np.full(len(keep), sink))
