@@ -21,11 +21,7 @@ of 2,490 GPUs), so nothing queues and every policy ties. Two scalings
   the one that brings the recorded arrivals to the load, so arrivals keep
   their recorded spacing;
 - **the arrivals** are then compressed or stretched
-  (:func:`~whale_opt.sim.load.at_load`) to the exact load. For Philly the
-  load is measured on the GPUs the jobs can use
-  (:func:`~whale_opt.sim.load.confined_load`): its single-node jobs of 4 and
-  8 GPUs cannot use the 2-GPU K80 nodes, and 90% of all GPUs overloaded the
-  large nodes (jobs waited a week, a third of the GPUs allocated).
+  (:func:`~whale_opt.sim.load.at_load`) to the exact load.
 
 The Gavel-style stream (:mod:`whale_opt.convert.gavel_stream`) is Gavel's
 own evaluation: single-GPU jobs with Poisson arrivals at ``--rates`` jobs an
@@ -61,7 +57,7 @@ from whale_opt.convert.gavel_stream import fluid_capacity_per_h, gavel_cluster, 
 from whale_opt.convert.philly import read_philly_cluster, read_philly_trace
 from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim import SimConfig, SimResult, simulate
-from whale_opt.sim.load import at_load, confined_load, offered_load, sample_nodes
+from whale_opt.sim.load import at_load, offered_load, sample_nodes
 from whale_opt.sim.trace import TraceJob
 
 HERE = Path(__file__).resolve().parent
@@ -172,19 +168,18 @@ def philly(args: argparse.Namespace) -> list[str]:
     full, _ = read_philly_cluster(folder / "cluster_machine_list.csv")
     trace, _ = read_philly_trace(folder / "jobs_ge4gpu_pass.json")
     trace = tuple(sorted(trace, key=lambda job: (job.submit_s, job.id)))[: args.jobs]
-    recorded = confined_load(trace, full)
+    recorded = offered_load(trace, full)
     share = args.nodes_share or min(1.0, recorded / args.load)
     cluster = sample_nodes(full, share, args.seed, DEFAULT_ASSUMPTIONS.rack_size)
-    trace, factor = at_load(trace, cluster, args.load, measure=confined_load)
+    trace, factor = at_load(trace, cluster, args.load)
     gpus = sum(node.gpu_count for node in cluster.nodes)
     multi = sum(job.gpus > 8 for job in trace)
     lines = [
         f"trace: {len(trace)} jobs of >= 4 GPUs of `jobs_ge4gpu_pass.json` ({multi} larger"
-        f" than a node); recorded load {recorded:.1%} on the GPUs they can use (full cluster)",
+        f" than a node); recorded offered load {recorded:.1%} on the full cluster",
         f"cluster: {share:.1%} of each GPU model's nodes of `cluster_machine_list.csv`:"
         f" {len(cluster.nodes)} nodes, {gpus} GPUs",
-        f"arrivals x{factor:.3g} to load {confined_load(trace, cluster):.0%} on the GPUs the"
-        f" jobs can use (`confined_load`; {offered_load(trace, cluster):.0%} on all GPUs)",
+        f"arrivals x{factor:.3g} to offered load {offered_load(trace, cluster):.0%}",
     ]
     return header("Philly's >= 4-GPU jobs at 90% load", args, lines) + table(
         replay(trace, cluster, args)

@@ -9,7 +9,6 @@ from whale_opt.sim.load import (
     at_load,
     capacity,
     compress_arrivals,
-    confined_load,
     offered_load,
     sample_nodes,
     work_s,
@@ -55,34 +54,6 @@ def test_at_load_hits_the_asked_load() -> None:
     loaded, factor = at_load(trace, cluster, 0.8)
     assert factor > 1
     assert offered_load(loaded, cluster) == pytest.approx(0.8, rel=0.01)
-
-
-def small_and_large_nodes() -> Instance:
-    types = {"k80": GpuType("k80", 12), "p40": GpuType("p40", 24)}
-    nodes = (Node("k0", "k80", 2), Node("k1", "k80", 2), Node("p0", "p40", 8))
-    return Instance("small-and-large", types, nodes)
-
-
-def test_confined_load_counts_large_single_node_jobs_against_the_large_nodes() -> None:
-    cluster = small_and_large_nodes()  # 12 GPUs, 8 of them on the one large node
-    trace = (
-        TraceJob("a", 0, 4, actual_duration_s=1000, topology="node"),
-        TraceJob("b", 1000, 4, actual_duration_s=1000, topology="node"),
-    )
-    # 8,000 GPU-s over 1,000 s: 8/12 of the whole cluster, all of the 8-GPU node.
-    assert offered_load(trace, cluster) == pytest.approx(8 / 12)
-    assert confined_load(trace, cluster) == pytest.approx(1.0)
-    loaded, _ = at_load(trace, cluster, 0.5, measure=confined_load)
-    assert confined_load(loaded, cluster) == pytest.approx(0.5, rel=0.01)
-
-
-def test_confined_load_is_the_offered_load_when_every_job_may_use_every_node() -> None:
-    cluster = small_and_large_nodes()
-    trace = (
-        TraceJob("a", 0, 2, actual_duration_s=1000, topology="node"),
-        TraceJob("b", 1000, 16, actual_duration_s=1000, topology="rack"),
-    )
-    assert confined_load(trace, cluster) == pytest.approx(offered_load(trace, cluster))
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])

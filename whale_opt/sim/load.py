@@ -21,9 +21,8 @@ uniform sample of each GPU type's nodes, so the type mix stays.
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from whale_opt.problem_data import MILLI, Instance
@@ -94,32 +93,6 @@ def offered_load(trace: Sequence[TraceJob], cluster: Instance) -> float:
     return sum(work_s(job) for job in trace) / speed / (gpus * (last - first))
 
 
-def confined_load(trace: Sequence[TraceJob], cluster: Instance) -> float:
-    """The offered load on the GPUs the jobs can use: the highest
-    :func:`offered_load` over the nodes of at least ``s`` healthy GPUs, for each
-    node size ``s``, of the jobs that fit no smaller node.
-
-    A job of topology ``nvlink`` or ``node`` runs on one node, so a trace of
-    large jobs cannot use the small nodes (Philly's >= 4-GPU jobs and its
-    2-GPU K80 nodes): its load falls on the large ones, and the plain load of
-    the whole cluster understates it. Jobs that may spread over nodes count
-    only against the whole cluster. Equal to :func:`offered_load` when every
-    job fits every node.
-    """
-    window = max(job.submit_s for job in trace) - min(job.submit_s for job in trace)
-    if window <= 0:
-        raise ValueError("all jobs arrive at once: the offered load is unbounded")
-    worst = offered_load(trace, cluster)
-    sizes = sorted({len(n.healthy_indices) for n in cluster.nodes if n.healthy_indices})
-    for below, size in itertools.pairwise(sizes):
-        confined = [job for job in trace if job.topology in ("nvlink", "node") and job.gpus > below]
-        big = [n for n in cluster.nodes if len(n.healthy_indices) >= size]
-        room = sum(len(n.healthy_indices) * cluster.gpu_types[n.gpu_type].speed for n in big)
-        if confined:
-            worst = max(worst, sum(work_s(job) for job in confined) / room / window)
-    return worst
-
-
 def compress_arrivals(trace: Sequence[TraceJob], factor: float) -> tuple[TraceJob, ...]:
     """``trace`` with the time between arrivals divided by ``factor`` (> 0),
     measured from the first arrival, which stays at 0."""
@@ -130,16 +103,12 @@ def compress_arrivals(trace: Sequence[TraceJob], factor: float) -> tuple[TraceJo
 
 
 def at_load(
-    trace: Sequence[TraceJob],
-    cluster: Instance,
-    load: float,
-    measure: Callable[[Sequence[TraceJob], Instance], float] = offered_load,
+    trace: Sequence[TraceJob], cluster: Instance, load: float
 ) -> tuple[tuple[TraceJob, ...], float]:
-    """``trace`` compressed (or stretched) to ``load`` on ``cluster`` by ``measure``
-    (:func:`offered_load`, or :func:`confined_load`), and the factor used.
-    Rounding arrivals to whole seconds moves the load a little; ``measure`` of
-    the returned trace says by how much."""
+    """``trace`` compressed (or stretched) to offered ``load`` on ``cluster``,
+    and the factor used. Rounding arrivals to whole seconds moves the load a
+    little; the returned trace's :func:`offered_load` says by how much."""
     if not load > 0:
         raise ValueError(f"load must be > 0 (got {load!r})")
-    factor = load / measure(trace, cluster)
+    factor = load / offered_load(trace, cluster)
     return compress_arrivals(trace, factor), factor
