@@ -8,7 +8,14 @@ import math
 import pytest
 from hypothesis import given, settings
 
-from whale_opt.bounds import earliest_end_bound, earliest_times, flow_bound, lower_bound
+from whale_opt.bounds import (
+    EarliestStarts,
+    earliest_end_bound,
+    earliest_times,
+    flow_bound,
+    lower_bound,
+    without_preemptible,
+)
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.placement.serial import assemble, list_schedule
@@ -66,6 +73,20 @@ def test_earliest_times_are_consistent(instance: Instance) -> None:
         assert shortest is not None
         assert 0 <= start <= end - shortest
         assert start <= instance.policy.horizon_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(instances(max_nodes=4, max_queue=6))
+def test_times_found_once_per_job_shape_match_the_search_per_job(instance: Instance) -> None:
+    # With only the running jobs present free capacity only grows: the earliest
+    # start on a type is the same for every job of one shape, whatever it runs for.
+    starts, ends = earliest_times(without_preemptible(instance))
+    shaped_starts, shaped_ends = EarliestStarts(instance).times()
+    for k, job in enumerate(instance.queue):
+        if job.shares or job.cpu_only:
+            assert shaped_starts[k] == 0.0 and shaped_ends[k] <= ends[k]
+            continue
+        assert (shaped_starts[k], shaped_ends[k]) == (starts[k], ends[k]), job
 
 
 def test_bound_of_an_empty_queue_is_zero() -> None:

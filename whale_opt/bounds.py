@@ -83,12 +83,27 @@ class EarliestStarts:
     def __init__(self, instance: Instance) -> None:
         relaxed = PlacementSearch(priced=False, wait_for_release=False)
         self._state = ClusterState(without_preemptible(instance), search=relaxed)
-        self._found: dict[tuple[int, str], float] = {}
+        self._found: dict[tuple[object, ...], float] = {}
         self._lock = threading.Lock()
 
     def start(self, position: int, gpu_type: str) -> float:
-        """Job ``position``'s earliest start on ``gpu_type`` (inf: none there)."""
-        key = (position, gpu_type)
+        """Job ``position``'s earliest start on ``gpu_type`` (inf: none there).
+
+        With only running jobs present the free capacity only grows, so the
+        start does not depend on the job's duration: jobs of one shape (GPUs,
+        share, CPU, memory, tenant, zone, topology) share it.
+        """
+        job = self._state.instance.queue[position]
+        key = (
+            gpu_type,
+            job.gpu_count,
+            job.gpu_milli,
+            job.cpu,
+            job.memory_gb,
+            job.tenant,
+            job.zone,
+            job.topology,
+        )
         with self._lock:
             found = self._found.get(key)
             if found is None:
@@ -96,6 +111,24 @@ class EarliestStarts:
                 found = math.inf if placement is None else float(placement.start)
                 self._found[key] = found
         return found
+
+    def times(self) -> tuple[list[float], list[float]]:
+        """Per queued job, its earliest start and end over its types (inf: none).
+        A share or CPU-only job, planned by count, gets 0 and its shortest
+        duration (always valid)."""
+        instance = self._state.instance
+        starts, ends = [], []
+        for k, job in enumerate(instance.queue):
+            if job.shares or job.cpu_only:
+                starts.append(0.0)
+                ends.append(float(instance.min_duration(k) or math.inf))
+                continue
+            by_type = {p: self.start(k, p) for p in instance.durations[k]}
+            starts.append(min(by_type.values(), default=math.inf))
+            ends.append(
+                min((t + instance.durations[k][p] for p, t in by_type.items()), default=math.inf)
+            )
+        return starts, ends
 
 
 _EARLIEST: IdentityMemo[EarliestStarts] = IdentityMemo(4)
@@ -277,17 +310,14 @@ def without_preemptible(instance: Instance) -> Instance:
 
 def lower_bound(instance: Instance) -> float:
     """The best analytic lower bound on the objective of any valid decision."""
-    instance = without_preemptible(instance)
+    relaxed = without_preemptible(instance)
     if len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE:
-        # Earliest placements cost a list-scheduling pass: past this size use
-        # release 0 for servable jobs (weaker, still valid, much faster).
-        starts = [
-            0.0 if instance.eligible_types[k] else math.inf for k in range(len(instance.queue))
-        ]
-        ends = [math.inf] * len(instance.queue)
-        return flow_bound(instance, starts, ends)
-    starts, ends = earliest_times(instance)
-    return max(earliest_end_bound(instance, ends), flow_bound(instance, starts, ends))
+        # A placement search per job costs a list-scheduling pass: past this size,
+        # one per job shape and type (weaker for shares, still valid, much faster).
+        starts, ends = earliest_starts(instance).times()
+    else:
+        starts, ends = earliest_times(relaxed)
+    return max(earliest_end_bound(relaxed, ends), flow_bound(relaxed, starts, ends))
 
 
 def trivial_bound(instance: Instance) -> float:
