@@ -197,3 +197,24 @@ def test_greedy_does_not_defer_a_job_that_fits(case: str) -> None:
     assert greedy.job("q1").action is not Action.DEFERRED
     assert greedy.objective <= decision.objective
     assert check(inst, greedy) == []
+
+
+def test_a_spread_job_waits_only_for_the_cpu_beside_free_gpus() -> None:
+    # Node a's GPUs are free but a CPU-only job holds all its CPU until 100;
+    # node b is busy until 500. An 8-GPU `any` job asking 64 CPUs starts at 100
+    # on a: the search must try the moment CPU frees, not only GPU releases.
+    types = {"A": GpuType("A", 80)}
+    nodes = (Node("a", "A", 8, "nvswitch", cpu=64), Node("b", "A", 8, "nvswitch", cpu=64))
+    running = (
+        RunningJob("cpu", (), 100, cpu=64, preemptible=False, node="a"),
+        RunningJob("gpu", tuple(f"b/{k}" for k in range(8)), 500, preemptible=False),
+    )
+    queue = (QueuedJob("q", 8, duration_s=1000, cpu=64, topology="any"),)
+    instance = Instance("cpu-first", types, nodes, running, queue)
+    assert EarliestStarts(instance).start(0, "A") == 100
+    starts, _ = earliest_times(instance)
+    assert starts == [100.0]
+    decision = get_policy("wspt").decide(instance)
+    assert check(instance, decision) == []
+    (item,) = [item for item in decision.jobs if item.id == "q"]
+    assert (item.start_s, item.nodes) == (100, ("a",))

@@ -69,3 +69,28 @@ def test_a_gang_over_two_node_sizes_is_not_called_complete() -> None:
     timeline = ClusterState(narrow, node_topologies(narrow))
     item = free_job(narrow, timeline, 0, None, 2, whole=True)
     assert item is not None and item.complete
+    # The incumbent on one size does not make the other size modelled.
+    placed = timeline.best_placement(0)
+    assert placed is not None
+    timeline = ClusterState(instance, node_topologies(instance))
+    item = free_job(instance, timeline, 0, placed, len(nodes), whole=True)
+    assert item is not None and not item.complete
+
+
+def test_a_job_that_fits_one_node_or_a_gang_of_smaller_ones_is_not_called_complete() -> None:
+    # The 8-GPU NVLink job may take the 8-GPU node, or (the checker allows it)
+    # both whole 4-GPU nodes of the other type; the model offers one node only.
+    types = {**TYPES, "A100": GpuType("A100", 80)}
+    nodes = (
+        Node("big", "H100", 8, "nvswitch", rack="r0"),
+        *(Node(f"s{k}", "A100", 4, "nvswitch", rack="r0") for k in range(2)),
+    )
+    job = QueuedJob("j", 8, duration_s=10, topology="nvlink")
+    instance = Instance("either", types, nodes, (), (job,))
+    timeline = ClusterState(instance, node_topologies(instance))
+    item = free_job(instance, timeline, 0, None, len(nodes), whole=True)
+    assert item is not None and not item.complete
+    alone = Instance("one", types, nodes[:1], (), (job,))
+    timeline = ClusterState(alone, node_topologies(alone))
+    item = free_job(alone, timeline, 0, None, 1, whole=True)
+    assert item is not None and item.complete

@@ -182,15 +182,19 @@ def free_job(
         # One node where a node is big enough; else whole nodes of one size.
         if any(single_node(job, timeline.topology(n)) for n in eligible):
             mode = Mode.SINGLE
+            # Whole smaller nodes would hold it too (a gang): not modelled.
+            complete = not any(
+                size[n] < job.gpu_count and job.gpu_count % size[n] == 0 for n in eligible
+            )
             eligible = tuple(n for n in eligible if size[n] >= job.gpu_count)
         else:
             mode = Mode.GANG
             sizes = {size[n] for n in eligible if job.gpu_count % size[n] == 0}
+            complete = len(sizes) == 1  # one node size is modelled
             if incumbent is not None:
                 sizes &= {size[n] for n in incumbent.nodes}
             if not sizes:
                 return None
-            complete = len(sizes) == 1  # one node size is modelled
             chosen_size = max(sizes)
             eligible = tuple(n for n in eligible if size[n] == chosen_size)
     elif single_node(job, timeline.topology(eligible[0])):

@@ -20,10 +20,14 @@ the capacity (another type, or deferred) may enter with ``M_j = X >= T(E(S))``
 and the inequality stays valid. Work is rounded down, which keeps it valid
 too (a uniform fraction of a job's work has the same mean busy time).
 
-Two families, each over the prefixes of the jobs in Smith order (weight per
-work, heaviest first: the sets an LP optimum makes tight):
+Three families, each over the prefixes of the jobs in Smith order (weight
+per work, heaviest first: the sets an LP optimum makes tight):
 
 - per GPU type, over the jobs that may run on it;
+- per GPU type and piece size ``g`` that some job takes whole on a node: the
+  capacity is ``sum_n floor(free_n(t) / g)`` (eight GPUs free on eight nodes
+  hold no 8-GPU job), a job ``floor(GPUs per node / g)`` pieces a node
+  (``floor`` is superadditive, so jobs sharing a node never hold more);
 - pooled over every type, work weighted by the type's speed, each job's work
   its least over its types (when the jobs span two types or more).
 
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob
@@ -78,15 +83,13 @@ class Capacity:
 def slots(nodes: list[tuple[Profile, int]], size: int, scale: float = 1.0) -> Capacity:
     """``scale * sum_n floor(free_n(t) / size)``: how many ``size``-GPU pieces the
     free GPUs of ``nodes`` (each: GPUs used over time, healthy GPUs) hold at once."""
-    times = sorted({float(t) for used, _ in nodes for t in used.times})
-    levels = [0.0] * len(times)
+    times = np.unique(np.concatenate([np.asarray(used.times, dtype=float) for used, _ in nodes]))
+    levels = np.zeros(len(times))
     for used, healthy in nodes:
-        k = 0
-        for i, t in enumerate(times):
-            while k + 1 < len(used.times) and used.times[k + 1] <= t:
-                k += 1
-            levels[i] += max(0.0, healthy - used.levels[k]) // size
-    return Capacity(times, [scale * level for level in levels])
+        at = np.searchsorted(np.asarray(used.times, dtype=float), times, side="right") - 1
+        free = healthy - np.asarray(used.levels, dtype=float)[at]
+        levels += np.maximum(0.0, free) // size
+    return Capacity(times.tolist(), (scale * levels).tolist())
 
 
 def pooled(capacities: list[Capacity]) -> Capacity:

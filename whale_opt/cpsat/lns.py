@@ -156,7 +156,13 @@ def exact_round(
     merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
     proven = result.proved and hood.whole_round and priced
     if hood.whole_round and priced:
-        stats.exact_bound = result.bound
+        # Jobs no node could ever host are out of the model: deferred in every decision.
+        modelled = {item.position for item in hood.jobs}
+        stats.exact_bound = result.bound + sum(
+            weight * instance.deferred_cost_end(k)
+            for k, weight in enumerate(instance.weights)
+            if k not in modelled
+        )
     stats.exact_proven = int(proven)
     if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
         return merged, merged_value, proven

@@ -90,9 +90,9 @@ def _repacked(
     greedy_order: list[int],
     stats: dict[str, float | int],
 ) -> tuple[list[JobDecision], float]:
-    """``jobs`` list-scheduled again in the order of their starts, when that costs no
-    more: the same round objective, with the greedy's node choice (tightest fit)
-    instead of whichever node the model happened to take."""
+    """``jobs`` list-scheduled again in the order of their starts, kept when that costs
+    no more: the greedy's node choice (tightest fit) instead of whichever node
+    the model happened to take, at no cost to the round."""
     index = instance.queue_index
     rank = {k: r for r, k in enumerate(greedy_order)}
     keyed = []
@@ -180,6 +180,8 @@ class CpSatPolicy:
                 lns,
             )
             # CP-SAT's bound on the whole round's model holds for every decision too.
+            if lns.exact_bound > value + 1e-6 * max(1.0, value):
+                log.error("cpsat bound %g above a decision of %g", lns.exact_bound, value)
             bound = max(bound, min(lns.exact_bound, value))
         if instance.queue and bound < value - 1e-9 and not proven:
             spare = deadline - time.perf_counter()

@@ -8,7 +8,7 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -80,5 +80,7 @@ class Occupancy(Protocol):
     def free_from(self, node: int, gpus: float) -> float: ...
 
     def quota_releases(self, job: QueuedJob) -> list[int]: ...
+
+    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> list[int]: ...
 
     def room(self, job: QueuedJob, node: int, t: int, duration: int) -> int: ...

@@ -442,6 +442,23 @@ class ClusterState:
             if profile.levels[k] < profile.levels[k - 1]
         ]
 
+    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> list[int]:
+        """Moments when CPU or host memory use drops on ``nodes``, for a job that asks
+        for either (a GPU may be free before the CPU beside it is)."""
+        profiles = []
+        if job.cpu > 0:
+            profiles += [self._cpu_use[n] for n in nodes]
+        if job.memory_gb > 0:
+            profiles += [self._mem_use[n] for n in nodes]
+        return sorted(
+            {
+                profile.times[k]
+                for profile in profiles
+                for k in range(1, len(profile.times))
+                if profile.levels[k] < profile.levels[k - 1]
+            }
+        )
+
     def node_fit(
         self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
     ) -> float:
