@@ -6,9 +6,10 @@ import heapq
 
 import pytest
 
-from whale_opt.bounds import CHEAP_ABOVE
+from whale_opt.bounds import CHEAP_ABOVE, shape_key
 from whale_opt.budget import (
     BOUND_MICROS_PER_JOB_TYPE,
+    BOUND_MICROS_PER_SHAPE_NODE,
     MIN_POOL_WEIGHT,
     POOL_OVERHEAD_S,
     _pairs,
@@ -40,11 +41,22 @@ def test_the_head_is_the_longest_prefix_whose_list_schedule_fits() -> None:
     assert head_size(instance, order, 0.0) == 1
 
 
-def test_the_bound_skips_earliest_placements_past_the_cheap_threshold() -> None:
+def test_the_bound_searches_once_per_shape_past_the_cheap_threshold() -> None:
     instance = generate("hetero", gpus=10_000, queued=400, seed=1)
     assert len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE
     types = len({node.gpu_type for node in instance.nodes})
-    expected = BOUND_MICROS_PER_JOB_TYPE * len(instance.queue) * types * 1e-6
+    searches = len(
+        {
+            (shape_key(job), gpu_type)
+            for k, job in enumerate(instance.queue)
+            for gpu_type in instance.durations[k]
+        }
+    )
+    assert searches < len(instance.queue)  # jobs alike share a search
+    expected = (
+        BOUND_MICROS_PER_JOB_TYPE * len(instance.queue) * types
+        + BOUND_MICROS_PER_SHAPE_NODE * searches * len(instance.nodes)
+    ) * 1e-6
     assert round_cost(instance).bound_s == pytest.approx(expected)
 
 

@@ -42,7 +42,7 @@ from whale_opt.memo import IdentityMemo
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import MILLI, Instance, class_rank, tenant_guarantee
+from whale_opt.problem_data import MILLI, Instance, QueuedJob, class_rank, tenant_guarantee
 from whale_opt.rules import held_by_tenant, preemptible_now
 
 _FOREVER = 2**62
@@ -75,6 +75,20 @@ def earliest_times(instance: Instance) -> tuple[list[float], list[float]]:
     return starts, ends
 
 
+def shape_key(job: QueuedJob) -> tuple[object, ...]:
+    """What a placement search with only running jobs present reads of a job, but
+    for its GPU types and durations: jobs alike in it start alike."""
+    return (
+        job.gpu_count,
+        job.gpu_milli,
+        job.cpu,
+        job.memory_gb,
+        job.tenant,
+        job.zone,
+        job.topology,
+    )
+
+
 class EarliestStarts:
     """Per queued job and GPU type, a start no valid decision beats: the relaxed
     search with only the running jobs that no queued job may preempt present
@@ -93,17 +107,7 @@ class EarliestStarts:
         start does not depend on the job's duration: jobs of one shape (GPUs,
         share, CPU, memory, tenant, zone, topology) share it.
         """
-        job = self._state.instance.queue[position]
-        key = (
-            gpu_type,
-            job.gpu_count,
-            job.gpu_milli,
-            job.cpu,
-            job.memory_gb,
-            job.tenant,
-            job.zone,
-            job.topology,
-        )
+        key = (shape_key(self._state.instance.queue[position]), gpu_type)
         with self._lock:
             found = self._found.get(key)
             if found is None:
