@@ -92,7 +92,7 @@ def medium(seeds: int, limit_s: float) -> list[str]:
     return [
         f"128 GPUs / 64 queued, {seeds} rounds over the four families, {limit_s:g} s: "
         f"proven optimal {proven}/{seeds}; wall p50 {statistics.median(walls):.2f} s, "
-        f"p95 {_p95(walls):.2f} s; gap to the analytic bound median "
+        f"p95 {_p95(walls):.2f} s; gap to the reported bound median "
         f"{statistics.median(gaps):.1%}.",
     ]
 
