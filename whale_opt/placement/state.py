@@ -55,6 +55,7 @@ class _Unused(Profile):
 _UNUSED = _Unused()
 _NO_SHARES: Mapping[int, tuple[int, int]] = MappingProxyType({})
 # Healthy GPUs per node, per topologies tuple (an unchanged cluster's rounds share it).
+_NO_TIMES = np.zeros(0, dtype=np.int64)
 _HEALTHY: IdentityMemo[tuple[int, ...]] = IdentityMemo(MEMO_SIZE)
 
 
@@ -92,6 +93,7 @@ class ClusterState:
         self._gpu_use: list[Profile] = [_UNUSED] * n
         self._cpu_use: list[Profile] = [_UNUSED] * n
         self._mem_use: list[Profile] = [_UNUSED] * n
+        self._host_drops: dict[int, np.ndarray] = {}  # node -> when its CPU or memory use drops
         self._tenant_use: dict[str, Profile] = {}
         # Usage of tenants without a quota, not yet added to their profiles (nothing
         # fits against those: they are built when read).
@@ -148,6 +150,7 @@ class ClusterState:
         twin._gpu_use = _copies(self._gpu_use)
         twin._cpu_use = _copies(self._cpu_use)
         twin._mem_use = _copies(self._mem_use)
+        twin._host_drops = dict(self._host_drops)
         twin._tenant_use = {name: p.copy() for name, p in self._tenant_use.items()}
         twin._tenant_later = {name: list(later) for name, later in self._tenant_later.items()}
         twin._eligibility = self._eligibility
@@ -348,6 +351,7 @@ class ClusterState:
             part = count / gpus if gpus else 1.0
             _own(self._cpu_use, node).add(start, end, cpu * part)
             _own(self._mem_use, node).add(start, end, memory_gb * part)
+            self._host_drops.pop(node, None)
         quota = self._instance.tenants.get(tenant)
         if quota is None or quota.gpu_quota is None:
             self._tenant_later.setdefault(tenant, []).append((start, end, total))
@@ -442,22 +446,27 @@ class ClusterState:
             if profile.levels[k] < profile.levels[k - 1]
         ]
 
-    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> list[int]:
-        """Moments when CPU or host memory use drops on ``nodes``, for a job that asks
-        for either (a GPU may be free before the CPU beside it is)."""
-        profiles = []
-        if job.cpu > 0:
-            profiles += [self._cpu_use[n] for n in nodes]
-        if job.memory_gb > 0:
-            profiles += [self._mem_use[n] for n in nodes]
-        return sorted(
-            {
+    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> np.ndarray:
+        """Moments when CPU or host memory use drops on ``nodes`` (a GPU may be free
+        before the CPU beside it is), for a job that asks for either; sorted."""
+        if not (job.cpu > 0 or job.memory_gb > 0):
+            return _NO_TIMES
+        found = [self._drops_of(n) for n in nodes]
+        return np.unique(np.concatenate(found)) if found else _NO_TIMES
+
+    def _drops_of(self, node: int) -> np.ndarray:
+        """When ``node``'s CPU or memory use drops (kept until its use changes)."""
+        drops = self._host_drops.get(node)
+        if drops is None:
+            moments = [
                 profile.times[k]
-                for profile in profiles
+                for profile in (self._cpu_use[node], self._mem_use[node])
                 for k in range(1, len(profile.times))
                 if profile.levels[k] < profile.levels[k - 1]
-            }
-        )
+            ]
+            drops = np.array(sorted(set(moments)), dtype=np.int64)
+            self._host_drops[node] = drops
+        return drops
 
     def node_fit(
         self, node: int, start: int, duration: int, job: QueuedJob, give_up: float = INF
@@ -502,6 +511,7 @@ class ClusterState:
             list(self._cpu_use),
             list(self._mem_use),
         )
+        twin._host_drops = {}
         touched = set(nodes)
         for node in touched:
             for profiles in (twin._gpu_use, twin._cpu_use, twin._mem_use):
