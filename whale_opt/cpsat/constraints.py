@@ -359,7 +359,8 @@ class Constraints:
                 held = sum(popcount(mask) for n, mask in victim.gpus.items() if n in nodes)
                 if held and not victim.forced:
                     uses.append((next(iter(w.interval.values())), held))
-            self._cumulative(*self._fixed_gpus(nodes), uses)
+            fixed, capacity = self._fixed_gpus(nodes)
+            self._cumulative(fixed, 1, capacity, uses)
 
     def _nodes_of_type(self) -> dict[str, set[int]]:
         """Per GPU type, the freed jobs' candidate nodes of that type."""
@@ -370,9 +371,9 @@ class Constraints:
                 nodes_of[instance.nodes[n].gpu_type].add(n)
         return nodes_of
 
-    def _fixed_gpus(self, nodes: set[int]) -> tuple[Profile, int, int]:
+    def _fixed_gpus(self, nodes: set[int]) -> tuple[Profile, int]:
         """The GPUs the fixed jobs use over time on ``nodes`` (capped at the healthy ones),
-        scale 1, and how many healthy GPUs the nodes have."""
+        and how many healthy GPUs the nodes have."""
         timeline = self.hood.timeline
         fixed = Profile()
         for n in nodes:
@@ -382,7 +383,7 @@ class Constraints:
                 level = min(used.levels[k], timeline.healthy_count(n))
                 if level > 0:
                     fixed.add(t, end, level)
-        return fixed, 1, sum(timeline.healthy_count(n) for n in nodes)
+        return fixed, sum(timeline.healthy_count(n) for n in nodes)
 
     def _mean_busy_times(self) -> None:
         """Redundant: the freed whole-GPU jobs' mean busy times against the free GPUs of

@@ -147,9 +147,16 @@ def freed_share(
         for v in hood.victims
         if v.position in preempted
     ]
-    rest = sum(
+    return objective(instance, items) - outside_cost(hood)
+
+
+def outside_cost(hood: Neighbourhood) -> float:
+    """What the queued jobs outside the model cost deferred (the objective prices
+    every job left out of a decision so)."""
+    instance = hood.instance
+    freed = {item.position for item in hood.jobs}
+    return sum(
         weight * instance.deferred_cost_end(k)
         for k, weight in enumerate(instance.weights)
         if k not in freed
     )
-    return objective(instance, items) - rest

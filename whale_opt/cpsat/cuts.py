@@ -80,34 +80,19 @@ class Capacity:
         return math.inf, math.inf  # no capacity left: cannot happen past the fixed jobs
 
 
-def slots(nodes: list[tuple[Profile, int]], size: int, scale: float = 1.0) -> Capacity:
-    """``scale * sum_n floor(free_n(t) / size)``: how many ``size``-GPU pieces the
-    free GPUs of ``nodes`` (each: GPUs used over time, healthy GPUs) hold at once."""
+def slots(
+    nodes: list[tuple[Profile, int]], size: int, scales: list[float] | None = None
+) -> Capacity:
+    """``sum_n scale_n * floor(free_n(t) / size)``: how many ``size``-GPU pieces the
+    free GPUs of ``nodes`` (each: GPUs used over time, healthy GPUs) hold at once,
+    each node's weighted by its scale (1 when none are given)."""
     times = np.unique(np.concatenate([np.asarray(used.times, dtype=float) for used, _ in nodes]))
     levels = np.zeros(len(times))
-    for used, healthy in nodes:
+    for k, (used, healthy) in enumerate(nodes):
         at = np.searchsorted(np.asarray(used.times, dtype=float), times, side="right") - 1
         free = healthy - np.asarray(used.levels, dtype=float)[at]
-        levels += np.maximum(0.0, free) // size
-    return Capacity(times.tolist(), (scale * levels).tolist())
-
-
-def pooled(capacities: list[Capacity]) -> Capacity:
-    """The sum of several capacities over time."""
-    times = sorted({t for c in capacities for t in c.times})
-    levels = [sum(c.levels[max(0, _index(c.times, t))] for c in capacities) for t in times]
-    return Capacity(times, levels)
-
-
-def _index(times: list[float], t: float) -> int:
-    lo, hi = 0, len(times)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if times[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+        levels += (1.0 if scales is None else scales[k]) * (np.maximum(0.0, free) // size)
+    return Capacity(times.tolist(), levels.tolist())
 
 
 def prefix_sizes(n: int) -> list[int]:
@@ -190,7 +175,8 @@ def mean_busy_time_cuts(
     types = [p for p in nodes if any(p in v.on_type for _, v in kept)]
     if len(types) < 2:
         return added
-    capacity = pooled([slots(nodes[p], 1, speeds[p]) for p in types])
+    everywhere = [node for p in types for node in nodes[p]]
+    capacity = slots(everywhere, 1, [speeds[p] for p in types for _ in nodes[p]])
     jobs = []
     for item, v in kept:
         on = {p: lit for p, lit in v.on_type.items() if p in nodes}

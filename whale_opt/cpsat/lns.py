@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
-from whale_opt.cpsat.cpmodel import HoodResult, freed_share, solve_neighbourhood
+from whale_opt.cpsat.cpmodel import HoodResult, freed_share, outside_cost, solve_neighbourhood
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
@@ -157,12 +157,7 @@ def exact_round(
     proven = result.proved and hood.whole_round and priced
     if hood.whole_round and priced:
         # Jobs no node could ever host are out of the model: deferred in every decision.
-        modelled = {item.position for item in hood.jobs}
-        stats.exact_bound = result.bound + sum(
-            weight * instance.deferred_cost_end(k)
-            for k, weight in enumerate(instance.weights)
-            if k not in modelled
-        )
+        stats.exact_bound = result.bound + outside_cost(hood)
     stats.exact_proven = int(proven)
     if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
         return merged, merged_value, proven

@@ -147,14 +147,15 @@ class CpSatPolicy:
             "greedy_value": greedy_value,
             "greedy_s": time.perf_counter() - started,
         }
-        # Room kept for the final repack, one more list schedule, when it is cheap.
-        repack = stats["greedy_s"] <= HINT_SHARE * limit and not self.preset.deterministic
+        # Another list schedule costs what the greedy did: only when that is small.
+        cheap = stats["greedy_s"] <= HINT_SHARE * limit
+        # Room kept for the final repack, one more list schedule.
+        repack = cheap and not self.preset.deterministic
         if repack:
             deadline -= 1.5 * stats["greedy_s"]
         orders = [greedy_order]
         hinted = hint_order(instance, options.hint, greedy_order)
-        # A second list schedule costs what the greedy did: only when that is small.
-        if hinted is not None and stats["greedy_s"] <= HINT_SHARE * limit:
+        if hinted is not None and cheap:
             # The previous round's plan, carried on: often as good, at times better.
             orders.append(hinted)
             planned = _schedule(instance, hinted)

@@ -269,8 +269,7 @@ def spread(
         # Room only grows where use drops: try now and those moments (GPUs, quota,
         # and CPU or memory beside the GPUs).
         times = np.union1d(np.union1d(index.drops(nodes), releases), [0])
-        if job.cpu > 0 or job.memory_gb > 0:
-            times = np.union1d(times, state.host_releases(job, nodes))
+        times = np.union1d(times, state.host_releases(job, nodes))
         times = times[times <= horizon]
         # Enough GPUs unused over the window, node by node: necessary for a placement.
         enough = times[index.window_room(nodes, job.gpu_count, duration, times) >= job.gpu_count]

@@ -51,6 +51,11 @@ class Profile:
         j = self._split(end)
         self.levels[i:j] = [level + amount for level in self.levels[i:j]]
 
+    def drops(self) -> list[int]:
+        """The moments (after 0) at which the level drops."""
+        levels = self.levels
+        return [t for k, t in enumerate(self.times) if k and levels[k] < levels[k - 1]]
+
     def peak(self, start: int, end: int) -> float:
         """Highest usage on [start, end)."""
         i = bisect.bisect_right(self.times, start) - 1

@@ -439,12 +439,7 @@ class ClusterState:
         quota = self._instance.tenants.get(job.tenant)
         if quota is None or quota.gpu_quota is None:
             return []
-        profile = self._tenant(job.tenant)
-        return [
-            profile.times[k]
-            for k in range(1, len(profile.times))
-            if profile.levels[k] < profile.levels[k - 1]
-        ]
+        return self._tenant(job.tenant).drops()
 
     def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> np.ndarray:
         """Moments when CPU or host memory use drops on ``nodes`` (a GPU may be free
@@ -458,13 +453,8 @@ class ClusterState:
         """When ``node``'s CPU or memory use drops (kept until its use changes)."""
         drops = self._host_drops.get(node)
         if drops is None:
-            moments = [
-                profile.times[k]
-                for profile in (self._cpu_use[node], self._mem_use[node])
-                for k in range(1, len(profile.times))
-                if profile.levels[k] < profile.levels[k - 1]
-            ]
-            drops = np.array(sorted(set(moments)), dtype=np.int64)
+            moments = {*self._cpu_use[node].drops(), *self._mem_use[node].drops()}
+            drops = np.array(sorted(moments), dtype=np.int64)
             self._host_drops[node] = drops
         return drops
 
