@@ -30,6 +30,8 @@ from whale_opt.placement.records import Placement
 from whale_opt.problem_data import QueuedJob
 from whale_opt.topology import choose_gpus, needs_nvlink
 
+_NOW = np.zeros(1, dtype=np.int64)  # the moment 0, as a candidate start
+
 FEW = 12  # nodes in a group up to which a single-node search loops over them instead
 SHORT = 32  # queued jobs in a round up to which it loops too (arrays would not pay back)
 
@@ -268,8 +270,9 @@ def spread(
         nodes = group.array if len(racks) == 1 else np.array(members, dtype=np.int64)
         # Room only grows where use drops: try now and those moments (GPUs, quota,
         # and CPU or memory beside the GPUs).
-        times = np.union1d(np.union1d(index.drops(nodes), releases), [0])
-        times = np.union1d(times, state.host_releases(job, nodes))
+        moments = [index.drops(nodes), np.asarray(releases, dtype=np.int64), _NOW]
+        moments += state.host_releases(job, nodes)
+        times = np.unique(np.concatenate(moments))
         times = times[times <= horizon]
         # Enough GPUs unused over the window, node by node: necessary for a placement.
         enough = times[index.window_room(nodes, job.gpu_count, duration, times) >= job.gpu_count]

@@ -441,13 +441,14 @@ class ClusterState:
             return []
         return self._tenant(job.tenant).drops()
 
-    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> np.ndarray:
+    def host_releases(self, job: QueuedJob, nodes: Iterable[int]) -> list[np.ndarray]:
         """Moments when CPU or host memory use drops on ``nodes`` (a GPU may be free
-        before the CPU beside it is), for a job that asks for either; sorted."""
+        before the CPU beside it is), for a job that asks for either: one sorted
+        array per node (none for a job that asks neither)."""
         if not (job.cpu > 0 or job.memory_gb > 0):
-            return _NO_TIMES
-        found = [self._drops_of(n) for n in nodes]
-        return np.unique(np.concatenate(found)) if found else _NO_TIMES
+            return []
+        drops = self._host_drops
+        return [drops[n] if n in drops else self._drops_of(n) for n in nodes]
 
     def _drops_of(self, node: int) -> np.ndarray:
         """When ``node``'s CPU or memory use drops (kept until its use changes)."""
