@@ -24,6 +24,7 @@ import bisect
 
 import numpy as np
 
+from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.occupancy import NodeGroup, Occupancy
 from whale_opt.placement.profile import INF
 from whale_opt.placement.records import Placement
@@ -260,22 +261,22 @@ def spread(
     horizon: int,
 ) -> list[Placement]:
     """``rack`` or ``any`` job: GPUs from several nodes (of one rack for ``rack``),
-    at the earliest moment the group's use or the tenant's drops (or now) when
-    enough GPUs stay unused over the window; fewest nodes first."""
+    at the earliest moment a node's use or the tenant's drops (or now) when
+    enough GPUs stay unused over the window; fewest nodes first.
+
+    Room only grows where use drops, so those moments are the candidates, and
+    the moments CPU or memory beside the GPUs frees up. Those last are looked
+    up only once a moment with GPUs enough failed: before it, the GPUs a
+    window keeps unused at any moment are at most those at the last GPU drop,
+    which were too few (or the quota said no)."""
     racks = group.racks if job.topology == "rack" else (group.nodes,)
-    releases = state.quota_releases(job)
+    releases = np.asarray(state.quota_releases(job), dtype=np.int64)
     index = state.free_index()
     out = []
     for members in racks:
         nodes = group.array if len(racks) == 1 else np.array(members, dtype=np.int64)
-        # Room only grows where use drops: try now and those moments (GPUs, quota,
-        # and CPU or memory beside the GPUs).
-        moments = [index.drops(nodes), np.asarray(releases, dtype=np.int64), _NOW]
-        moments += state.host_releases(job, nodes)
-        times = np.unique(np.concatenate(moments))
-        times = times[times <= horizon]
-        # Enough GPUs unused over the window, node by node: necessary for a placement.
-        enough = times[index.window_room(nodes, job.gpu_count, duration, times) >= job.gpu_count]
+        enough = _roomy(index, nodes, job, duration, [index.drops(nodes), releases, _NOW], horizon)
+        host = job.cpu > 0 or job.memory_gb > 0  # CPU or memory may free up later than GPUs
         j = 0
         while j < len(enough):
             t = int(enough[j])
@@ -289,8 +290,30 @@ def spread(
             if placement is not None:
                 out.append(placement)
                 break
+            if host:
+                host = False
+                later = [enough[j + 1 :], *state.host_releases(job, nodes)]
+                enough = _roomy(index, nodes, job, duration, later, horizon, after=t)
+                j = 0
+                continue
             j += 1
     return out
+
+
+def _roomy(
+    index: FreeIndex,
+    nodes: np.ndarray,
+    job: QueuedJob,
+    duration: int,
+    moments: list[np.ndarray],
+    horizon: int,
+    after: int = -1,
+) -> np.ndarray:
+    """The distinct ``moments`` in (``after``, ``horizon``] at which the job's GPUs stay
+    unused over its window on ``nodes``, node by node (necessary for a placement)."""
+    times = np.unique(np.concatenate(moments))
+    times = times[(times > after) & (times <= horizon)]
+    return times[index.window_room(nodes, job.gpu_count, duration, times) >= job.gpu_count]
 
 
 def _spread_at(

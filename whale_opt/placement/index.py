@@ -199,15 +199,13 @@ class FreeIndex:
         return opened - closed
 
     def drops(self, nodes: Ints) -> np.ndarray:
-        """The moments (after 0) at which the total usage of ``nodes`` drops, sorted."""
+        """The moments (after 0) at which the usage of one of ``nodes`` drops, sorted (a
+        drop on one node hidden by a rise on another counts: the room is per node)."""
         self._fresh(0, nodes)
         width = int(self._steps[nodes].max(initial=0))
-        breaks = self._breaks[:, :width][nodes].ravel()
-        deltas = self._deltas[:, :width][nodes].ravel()
-        moving = deltas != 0
-        moments, where = np.unique(breaks[moving], return_inverse=True)
-        net = np.bincount(where, weights=deltas[moving], minlength=len(moments))
-        return moments[net < 0]
+        breaks = self._breaks[:, :width][nodes]
+        deltas = self._deltas[:, :width][nodes]
+        return np.unique(breaks[deltas < 0])
 
     def room_at(self, nodes: Ints, t: int, free_now: np.ndarray) -> np.ndarray:
         """Per node of ``nodes``: the GPUs unused at the moment ``t``, and at t=0 no
