@@ -11,7 +11,6 @@ from __future__ import annotations
 from whale_opt.check import check
 from whale_opt.cpsat.candidates import free_job
 from whale_opt.decision import Action, Status
-from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
@@ -95,15 +94,3 @@ def test_a_job_that_fits_one_node_or_a_gang_of_smaller_ones_is_not_called_comple
     timeline = ClusterState(alone, node_topologies(alone))
     item = free_job(alone, timeline, 0, None, 1, whole=True)
     assert item is not None and item.complete
-
-
-def test_a_large_model_is_hinted_by_its_jobs_on_their_best_nodes_first() -> None:
-    # 512 GPUs: the whole model offers each job every node of its types; the same
-    # jobs on their best few nodes find a better solution first, and the whole
-    # model, hinted by it, is proven.
-    instance = generate("hetero", gpus=512, queued=10, seed=4)
-    decision = solve(instance, "cpsat", SolveOptions(time_limit_s=10, preset="deterministic"))
-    assert check(instance, decision) == []
-    assert decision.stats["exact_first"] == 1
-    assert decision.status is Status.OPTIMAL
-    assert decision.objective < decision.stats["greedy_value"]
