@@ -33,8 +33,6 @@ log = logging.getLogger("whale_opt")
 MIN_HOOD_SIZE = 4
 GROW_BY = 4  # jobs added to the next neighbourhood after one proven optimal
 MIN_OVERHEAD_S = 0.02  # a round's time outside CP-SAT (model, decode, merge), at least
-FIRST_SHARE = 0.3  # of an exact round's time, at most, for its jobs on their best nodes first
-FIRST_BELOW = 2  # ... when the whole model offers at least this many times their nodes
 
 
 @dataclass
@@ -61,7 +59,6 @@ class LnsStats:
     exact_proven: int = 0
     exact_s: float = 0.0
     exact_bound: float = 0.0  # CP-SAT's bound on a whole round's model (0: none)
-    exact_first: int = 0  # 1: the jobs on their best nodes improved the whole model's hint
     improved_by: dict[str, int] = field(default_factory=dict)  # strategy -> improvements
 
     def audit(self, hood: Neighbourhood, result: HoodResult) -> bool:
@@ -91,7 +88,6 @@ class LnsStats:
             "exact_proven": self.exact_proven,
             "exact_s": self.exact_s,
             "exact_bound": self.exact_bound,
-            "exact_first": self.exact_first,
         }
         out.update({f"lns_improved_{name}": count for name, count in self.improved_by.items()})
         if math.isfinite(self.pricing_gap):
@@ -142,38 +138,15 @@ def exact_round(
     The model frees every queued job with all its choices (every eligible
     node, every NVLink-connected GPU set to start on now) and decides every
     running job a queued one may preempt. CP-SAT returns the moment it
-    proves the model optimal. Before it, at most :data:`FIRST_SHARE` of the
-    time goes to the same jobs on their best ``nodes_per_job`` nodes each (a
-    model CP-SAT searches far faster), whose solution, when better, is the
-    whole model's hint. Returns the better of the two decisions, its
+    proves the model optimal. Returns the better of the two decisions, its
     objective, and whether the round is proven: CP-SAT proved the model
     optimal, the model is the whole round's, and the decoded decision costs
     what the model says.
     """
     stats.exact_tried = 1
-    topologies = node_topologies(instance)
-    # The whole model is slow to find better solutions (every node of a type is a
-    # choice); the same jobs on their best few nodes each find them fast, and
-    # hint the whole model a better start.
     incumbent, preempted = _incumbent(instance, jobs)
-    started = time.perf_counter()
-    first = make_neighbourhood(
-        instance, incumbent, set(incumbent), topologies, preset.nodes_per_job, preempted
-    )
-    offered = sum(len(item.nodes) for item in first.jobs)
-    eligible = sum(len(first.timeline.eligible(item.position)) for item in first.jobs)
-    result = None
-    if eligible >= FIRST_BELOW * offered:  # else the whole model is about as small
-        quick = started + FIRST_SHARE * (deadline - started)
-        result = solve_neighbourhood(first, parameters, quick, preset, 0, seed)
-    if result is not None and stats.audit(first, result):
-        merged, merged_value = _merge(instance, incumbent, preempted, first, result)
-        if merged_value < value - 1e-9 * max(1.0, value):
-            jobs, value = merged, merged_value
-            stats.exact_first = 1
-            incumbent, preempted = _incumbent(instance, jobs)
     hood = make_neighbourhood(
-        instance, incumbent, set(incumbent), topologies, 0, preempted, whole=True
+        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
     )
     result = solve_neighbourhood(hood, parameters, deadline, preset, 0, seed, whole=True)
     if result is None:

@@ -23,11 +23,8 @@ cost what the model optimised (``pricing_gap`` in the decision's stats).
 A round of at most ``exact_jobs`` queued jobs (a preset setting, 64 by
 default) is first solved as one model (:func:`whale_opt.cpsat.lns.exact_round`):
 every queued job free with all its choices, every running job a queued one may
-preempt decided. Where that model offers each job many nodes, the same jobs
-on their best few nodes each are solved first, briefly: CP-SAT finds better
-solutions there far faster, and the best one hints the whole model. The
-round returns the moment CP-SAT proves the whole model; otherwise its best
-solution is the incumbent of steps 2 and 3.
+preempt decided. The round returns the moment CP-SAT proves that model;
+otherwise its best solution is the incumbent of steps 2 and 3.
 
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
 watchdog stops a search that overshoots. The status is ``optimal`` when
