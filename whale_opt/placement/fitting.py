@@ -276,7 +276,7 @@ def spread(
     for members in racks:
         nodes = group.array if len(racks) == 1 else np.array(members, dtype=np.int64)
         enough = _roomy(index, nodes, job, duration, [index.drops(nodes), releases, _NOW], horizon)
-        host = job.cpu > 0 or job.memory_gb > 0  # CPU or memory may free up later than GPUs
+        host_unread = True  # CPU or memory may free up later than GPUs
         j = 0
         while j < len(enough):
             t = int(enough[j])
@@ -290,12 +290,14 @@ def spread(
             if placement is not None:
                 out.append(placement)
                 break
-            if host:
-                host = False
-                later = [enough[j + 1 :], *state.host_releases(job, nodes)]
-                enough = _roomy(index, nodes, job, duration, later, horizon, after=t)
-                j = 0
-                continue
+            if host_unread:
+                host_unread = False
+                released = state.host_releases(job, nodes)  # none: asks no CPU or memory
+                if released:
+                    later = [enough[j + 1 :], *released]
+                    enough = _roomy(index, nodes, job, duration, later, horizon, after=t)
+                    j = 0
+                    continue
             j += 1
     return out
 

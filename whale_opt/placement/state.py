@@ -55,7 +55,6 @@ class _Unused(Profile):
 _UNUSED = _Unused()
 _NO_SHARES: Mapping[int, tuple[int, int]] = MappingProxyType({})
 # Healthy GPUs per node, per topologies tuple (an unchanged cluster's rounds share it).
-_NO_TIMES = np.zeros(0, dtype=np.int64)
 _HEALTHY: IdentityMemo[tuple[int, ...]] = IdentityMemo(MEMO_SIZE)
 
 
@@ -448,15 +447,13 @@ class ClusterState:
         if not (job.cpu > 0 or job.memory_gb > 0):
             return []
         drops = self._host_drops
-        return [drops[n] if n in drops else self._drops_of(n) for n in nodes]
+        return [drops[n] if n in drops else self._keep_drops(n) for n in nodes]
 
-    def _drops_of(self, node: int) -> np.ndarray:
-        """When ``node``'s CPU or memory use drops (kept until its use changes)."""
-        drops = self._host_drops.get(node)
-        if drops is None:
-            moments = {*self._cpu_use[node].drops(), *self._mem_use[node].drops()}
-            drops = np.array(sorted(moments), dtype=np.int64)
-            self._host_drops[node] = drops
+    def _keep_drops(self, node: int) -> np.ndarray:
+        """When ``node``'s CPU or memory use drops, kept until its use changes."""
+        moments = {*self._cpu_use[node].drops(), *self._mem_use[node].drops()}
+        drops = np.array(sorted(moments), dtype=np.int64)
+        self._host_drops[node] = drops
         return drops
 
     def node_fit(
