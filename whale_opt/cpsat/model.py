@@ -3,14 +3,8 @@
 ``CpSatPolicy.decide``:
 
 1. The WSPT greedy gives a complete decision (the hint and the fallback).
-2. A local search over list-scheduling orders
-   (:mod:`whale_opt.placement.order_search`) improves it, for the preset's
-   ``search_share`` of the time left (all of it in the shipped presets) or
-   until it stalls: moving one job in the order re-generates every later
-   placement, so it finds the cascades a fixed neighbourhood cannot, and
-   measured, it finds more per second than step 3.
-3. CP-SAT large neighbourhood search (:mod:`whale_opt.cpsat.lns`) in the time
-   left: repeatedly
+2. A local search over list-scheduling orders improves it cheaply.
+3. CP-SAT large neighbourhood search (:mod:`whale_opt.cpsat.lns`): repeatedly
    free a few jobs, fix every other job, and solve the freed jobs *exactly*
    (:mod:`whale_opt.cpsat.cpmodel`: per-node GPU / CPU / memory cumulatives
    over time, exact NVLink sets for what starts now, gangs, racks, quotas,

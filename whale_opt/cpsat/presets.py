@@ -28,8 +28,7 @@ class Preset:
     """A named configuration: CP-SAT parameters and how the round spends its time.
 
     ``search_share``: fraction of the time after the greedy given to the
-    order search at most (it stops sooner when it stalls; the rest goes to
-    CP-SAT LNS); ``hood_size``: jobs freed
+    order search (the rest goes to CP-SAT LNS); ``hood_size``: jobs freed
     per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
     candidate nodes per freed job; ``deterministic``: fixed move and round
     counts and CP-SAT deterministic time, so reruns are identical

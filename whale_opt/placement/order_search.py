@@ -20,7 +20,6 @@ from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 
 SNAPSHOT_EVERY = 16
-STALL_SHARE = 0.25  # a timed search gives up after this share of its budget without a gain
 Snapshots = dict[int, tuple[ClusterState, dict[int, JobDecision]]]
 
 
@@ -63,14 +62,8 @@ def improve(
 ) -> tuple[list[JobDecision], float]:
     """The best schedule found from ``orders`` by local search until ``deadline``.
 
-    ``moves`` caps the number of tried moves (for reproducible runs). A timed
-    search (``moves`` None) also stops once it has gone without a gain both
-    :data:`STALL_SHARE` of its budget and as long as it took to its last
-    gain: the time left goes to what comes next (the CP-SAT neighbourhoods
-    of :mod:`whale_opt.cpsat.lns`).
+    ``moves`` caps the number of tried moves (for reproducible runs).
     """
-    started = time.perf_counter()
-    patience = STALL_SHARE * (deadline - started)
     search = OrderSearch(instance)
     rng = random.Random(seed)
     best_jobs: list[JobDecision] = []
@@ -84,12 +77,7 @@ def improve(
             best_jobs, best_value, best_order, best_snaps = jobs, value, list(order), snaps
     n = len(best_order)
     tried = 0
-    gained_at = started
-    while n > 1 and (moves is None or tried < moves):
-        now = time.perf_counter()
-        stalled = now - gained_at > max(patience, gained_at - started)
-        if now >= deadline or (moves is None and stalled):
-            break
+    while n > 1 and time.perf_counter() < deadline and (moves is None or tried < moves):
         tried += 1
         i = _pick(instance, best_jobs, best_order, rng)
         j = max(0, i - 1 - int(rng.expovariate(1 / max(1.0, n / 8))))
@@ -101,8 +89,6 @@ def improve(
         order.insert(j, order.pop(i))
         jobs, snaps = search.run(order, min(i, j), best_snaps)
         value = objective(instance, jobs)
-        if value < best_value - 1e-9 * max(1.0, best_value):
-            gained_at = time.perf_counter()
         if value <= best_value:
             best_jobs, best_value, best_order, best_snaps = jobs, value, order, snaps
     return best_jobs, best_value
