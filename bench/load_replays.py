@@ -58,6 +58,7 @@ from whale_opt.convert.philly import read_philly_cluster, read_philly_trace
 from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim import SimConfig, SimResult, simulate
 from whale_opt.sim.load import at_load, offered_load, sample_nodes
+from whale_opt.sim.metrics import gpu_seconds
 from whale_opt.sim.trace import TraceJob
 
 HERE = Path(__file__).resolve().parent
@@ -173,21 +174,21 @@ def philly(args: argparse.Namespace) -> list[str]:
     cluster = sample_nodes(full, share, args.seed, DEFAULT_ASSUMPTIONS.rack_size)
     trace, factor = at_load(trace, cluster, args.load)
     gpus = sum(node.gpu_count for node in cluster.nodes)
-    multi = sum(job.gpus > 8 for job in trace)
+    largest = max(node.gpu_count for node in cluster.nodes)
+    wide = {job.id for job in trace if job.gpus > largest}
     lines = [
-        f"trace: {len(trace)} jobs of >= 4 GPUs of `jobs_ge4gpu_pass.json` ({multi} larger"
+        f"trace: {len(trace)} jobs of >= 4 GPUs of `jobs_ge4gpu_pass.json` ({len(wide)} larger"
         f" than a node); recorded offered load {recorded:.1%} on the full cluster",
         f"cluster: {share:.1%} of each GPU model's nodes of `cluster_machine_list.csv`:"
         f" {len(cluster.nodes)} nodes, {gpus} GPUs",
         f"arrivals x{factor:.3g} to offered load {offered_load(trace, cluster):.0%}",
     ]
     runs = replay(trace, cluster, args)
-    largest = max(node.gpu_count for node in cluster.nodes)
     return [
         *header("Philly's >= 4-GPU jobs at 90% load", args, lines),
         *table(runs),
         "",
-        *by_type(runs, {job.id for job in trace if job.gpus > largest}),
+        *by_type(runs, wide),
     ]
 
 
@@ -204,8 +205,7 @@ def by_type(runs: list[tuple[str, SimResult, float]], wide: set[str]) -> list[st
         "|---|" + "---|" * (len(types) + 2),
     ]
     for policy, result, _ in runs:
-        seg = result.segments
-        held = ((seg["end_s"] - seg["start_s"]) * seg["gpu_amount"]).groupby(seg["gpu_type"]).sum()
+        held = gpu_seconds(result.segments).groupby(result.segments["gpu_type"]).sum()
         jobs = result.jobs
         is_wide = jobs["id"].isin(wide)
         rows.append(

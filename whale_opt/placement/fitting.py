@@ -294,8 +294,9 @@ def spread(
                 host_unread = False
                 released = state.host_releases(job, nodes)  # none: asks no CPU or memory
                 if released:
-                    later = [enough[j + 1 :], *released]
-                    enough = _roomy(index, nodes, job, duration, later, horizon, after=t)
+                    # Only the new moments need the room check: the rest passed it.
+                    extra = _roomy(index, nodes, job, duration, released, horizon, after=t)
+                    enough = np.union1d(enough[j + 1 :], extra)
                     j = 0
                     continue
             j += 1

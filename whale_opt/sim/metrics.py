@@ -212,6 +212,11 @@ def jain_index(values: list[float] | np.ndarray) -> float:
     return float(array.sum() ** 2 / (array.size * (array**2).sum()))
 
 
+def gpu_seconds(segments: pd.DataFrame) -> pd.Series:
+    """GPU-seconds each segment held its GPUs (fractions of a GPU counted as such)."""
+    return (segments["end_s"] - segments["start_s"]) * segments["gpu_amount"]
+
+
 def summarize(
     jobs: pd.DataFrame, rounds: pd.DataFrame, segments: pd.DataFrame, total_gpus: int
 ) -> dict[str, Any]:
@@ -219,11 +224,7 @@ def summarize(
     done = jobs[jobs["status"] == "completed"]
     first, last_end = run_span(jobs, segments)
     span = max(last_end - first, 1.0)
-    held = (
-        float(((segments["end_s"] - segments["start_s"]) * segments["gpu_amount"]).sum())
-        if not segments.empty
-        else 0.0
-    )
+    held = float(gpu_seconds(segments).sum()) if not segments.empty else 0.0
     status = jobs["status"].value_counts()
     summary: dict[str, Any] = {
         "jobs": len(jobs),
