@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
-from whale_opt.cpsat.cpmodel import HoodResult, freed_share, outside_cost, solve_neighbourhood
+from whale_opt.cpsat.cpmodel import (
+    BUILD_SHARE,
+    HoodResult,
+    build_seconds,
+    freed_share,
+    outside_cost,
+    solve_neighbourhood,
+)
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
@@ -56,6 +63,7 @@ class LnsStats:
     pricing_gap: float = -math.inf
     proven_gap: float = 0.0
     exact_tried: int = 0
+    exact_skipped: int = 0  # its model would not have been built in time
     exact_proven: int = 0
     exact_s: float = 0.0
     exact_bound: float = 0.0  # CP-SAT's bound on a whole round's model (0: none)
@@ -85,6 +93,7 @@ class LnsStats:
             "lns_freed_victims": self.freed_victims,
             "proven_gap": self.proven_gap,
             "exact_tried": self.exact_tried,
+            "exact_skipped": self.exact_skipped,
             "exact_proven": self.exact_proven,
             "exact_s": self.exact_s,
             "exact_bound": self.exact_bound,
@@ -148,6 +157,10 @@ def exact_round(
     hood = make_neighbourhood(
         instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
     )
+    if build_seconds(hood) > BUILD_SHARE * (deadline - time.perf_counter()):
+        # Built, it would leave no time to solve it (or overrun the round): skipped.
+        stats.exact_skipped = 1
+        return jobs, value, False
     result = solve_neighbourhood(hood, parameters, deadline, preset, 0, seed, whole=True)
     if result is None:
         return jobs, value, False
