@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("io", "decision", "rules", "preferences", "generate"),
     ("topology",),
     ("problem_data", "options"),
-    ("memo",),
+    ("memo", "patience"),
 )
 ROOT = ("__init__",)  # the package's public API may re-export from any layer
 

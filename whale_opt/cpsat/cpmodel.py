@@ -25,9 +25,11 @@ from whale_opt.cpsat.presets import Preset
 from whale_opt.cpsat.solution import add_hint, decode
 from whale_opt.cpsat.variables import Variables
 from whale_opt.decision import Action, JobDecision, objective
+from whale_opt.patience import GapWatch, Patience
 
 MIN_BUDGET_S = 0.01  # below this a CP-SAT call is not worth starting
 WATCHDOG_SLACK_S = 0.01  # how long past its budget a search may run before it is stopped
+WATCH_POLL_S = 0.02  # how often the watchdog looks at the round's patience
 # Building a model cannot be stopped half way, so its cost is predicted first:
 # about BUILD_MICROS_PER_JOB per freed job, BUILD_MICROS_PER_NODE per candidate
 # node and BUILD_MICROS_PER_SET per GPU set to start on now (least squares on
@@ -79,11 +81,17 @@ class NeighbourhoodModel:
         time_limit_s: float,
         seed: int = 0,
         deterministic_s: float | None = None,
+        patience: Patience | None = None,
+        *,
+        whole: bool = False,
     ) -> HoodResult | None:
         """Solve within ``time_limit_s`` wall seconds; None when no solution came.
 
         ``parameters`` are CP-SAT parameters; ``deterministic_s`` (when set)
         bounds the search by CP-SAT's deterministic time, so reruns agree.
+        ``patience`` (when active) stops the search once it has gone that long
+        without a better solution (or, ``whole``: the round's model, without
+        its bound closing the gap); the better solutions restart its clock.
         """
         solver = cp_model.CpSolver()
         for key, value in parameters.items():
@@ -92,13 +100,22 @@ class NeighbourhoodModel:
         solver.parameters.random_seed = seed
         if deterministic_s is not None:
             solver.parameters.max_deterministic_time = deterministic_s
-        # CP-SAT can overshoot its own limit: a watchdog stops the search.
-        watchdog = threading.Timer(time_limit_s + WATCHDOG_SLACK_S, solver.stop_search)
+        # CP-SAT can overshoot its own limit: a watchdog stops the search, at
+        # the latest a little after the limit, earlier when patience runs out.
+        hard = time.perf_counter() + time_limit_s + WATCHDOG_SLACK_S
+        patience = patience or Patience()
+        watch = GapWatch(patience)
+        callback = _Progress(watch) if patience.active else None
+        if callback is not None and whole:
+            solver.best_bound_callback = watch.bound_rose
+        done = threading.Event()
+        watchdog = threading.Thread(target=_watch, args=(solver, done, hard, patience))
         watchdog.start()
         try:
-            status = solver.solve(self.model)
+            status = solver.solve(self.model, callback)
         finally:
-            watchdog.cancel()
+            done.set()
+            watchdog.join()
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
         decided, preempted = decode(self.hood, self.variables, solver)
@@ -122,15 +139,36 @@ def solve_neighbourhood(
     seed: int = 0,
     *,
     whole: bool = False,
+    patience: Patience | None = None,
 ) -> HoodResult | None:
     """Solve the freed jobs (and victims) exactly, by ``deadline`` (a
     :func:`time.perf_counter` instant) and within the preset's per-call
     limit; None when nothing is freed or no solution came in time.
 
     ``whole``: the whole round's model, bound only by ``deadline`` (and, with a
-    deterministic preset, by ``exact_deterministic_s``)."""
+    deterministic preset, by ``exact_deterministic_s``). ``patience``: the
+    round's, which may stop the search earlier (:meth:`NeighbourhoodModel.solve`)."""
     if not hood.jobs:
         return None
+    patience = patience or Patience()
+    if whole:  # until the model's first solution: building and presolving it are not search
+        patience.pause()
+    try:
+        return _solve(hood, parameters, deadline, preset, seed + round_no, whole, patience)
+    finally:
+        patience.resume()
+
+
+def _solve(
+    hood: Neighbourhood,
+    parameters: dict[str, Any],
+    deadline: float,
+    preset: Preset,
+    seed: int,
+    whole: bool,
+    patience: Patience,
+) -> HoodResult | None:
+    """:func:`solve_neighbourhood`, once there is something to solve."""
     built = NeighbourhoodModel(hood)
     # The budget is taken after building: the model's own build time counts.
     budget = deadline - time.perf_counter()
@@ -141,7 +179,30 @@ def solve_neighbourhood(
     deterministic_s = None
     if preset.deterministic:
         deterministic_s = preset.exact_deterministic_s if whole else preset.lns_deterministic_s
-    return built.solve(parameters, budget, seed + round_no, deterministic_s)
+    return built.solve(parameters, budget, seed, deterministic_s, patience, whole=whole)
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    """Feeds each solution's objective to a :class:`GapWatch`."""
+
+    def __init__(self, watch: GapWatch) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def on_solution_callback(self) -> None:
+        self.watch.solution(self.objective_value)
+
+
+def _watch(
+    solver: cp_model.CpSolver, done: threading.Event, hard: float, patience: Patience
+) -> None:
+    """Stop ``solver`` at ``hard`` (a :func:`time.perf_counter` instant) or once
+    ``patience`` runs out, unless ``done`` is set first."""
+    # Polled: the patience's end moves with every solution (and is unknown while paused).
+    while not done.wait(min(WATCH_POLL_S, max(0.0, patience.stop_at(hard) - time.perf_counter()))):
+        if patience.over(hard):
+            solver.stop_search()
+            return
 
 
 def build_seconds(hood: Neighbourhood) -> float:

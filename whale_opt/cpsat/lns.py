@@ -31,6 +31,7 @@ from whale_opt.cpsat.cpmodel import (
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
+from whale_opt.patience import Patience
 from whale_opt.placement.serial import complete
 from whale_opt.problem_data import Instance
 from whale_opt.rules import preemptible_now
@@ -140,9 +141,11 @@ def exact_round(
     parameters: dict[str, Any],
     seed: int,
     stats: LnsStats,
+    patience: Patience | None = None,
 ) -> tuple[list[JobDecision], float, bool]:
     """Solve the whole round as one model until ``deadline`` (a :func:`time.perf_counter`
-    instant), from the complete decision ``jobs`` (of objective ``value``) as hint.
+    instant) or the round's ``patience`` runs out, from the complete decision
+    ``jobs`` (of objective ``value``) as hint.
 
     The model frees every queued job with all its choices (every eligible
     node, every NVLink-connected GPU set to start on now) and decides every
@@ -161,7 +164,9 @@ def exact_round(
         # Built, it would leave no time to solve it (or overrun the round): skipped.
         stats.exact_skipped = 1
         return jobs, value, False
-    result = solve_neighbourhood(hood, parameters, deadline, preset, 0, seed, whole=True)
+    result = solve_neighbourhood(
+        hood, parameters, deadline, preset, 0, seed, whole=True, patience=patience
+    )
     if result is None:
         return jobs, value, False
     stats.exact_s = result.solve_s
@@ -173,6 +178,8 @@ def exact_round(
         stats.exact_bound = result.bound + outside_cost(hood)
     stats.exact_proven = int(proven)
     if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
+        if patience is not None and merged_value < value - 1e-9 * max(1.0, value):
+            patience.progress()
         return merged, merged_value, proven
     return jobs, value, proven and merged_value <= value + 1e-6 * max(1.0, value)
 
@@ -187,15 +194,18 @@ def large_neighbourhood_search(
     parameters: dict[str, Any],
     seed: int = 0,
     stats: LnsStats | None = None,
+    patience: Patience | None = None,
 ) -> tuple[list[JobDecision], float]:
     """Improve the complete decision ``jobs`` (of objective ``value``) until ``deadline`` (a
-    :func:`time.perf_counter` instant), the ``bound`` is met or, with a
-    deterministic preset, its ``lns_rounds`` are done.
+    :func:`time.perf_counter` instant), the round's ``patience`` runs out, the
+    ``bound`` is met or, with a deterministic preset, its ``lns_rounds`` are
+    done.
 
     Returns the best jobs found and their objective; what the search did goes
     into ``stats``.
     """
     stats = LnsStats() if stats is None else stats
+    patience = Patience() if patience is None else patience
     rng = random.Random(seed)
     topologies = node_topologies(instance)
     strategies: tuple[str, ...] = STRATEGIES
@@ -203,7 +213,7 @@ def large_neighbourhood_search(
         strategies = (*STRATEGIES, "rank")
     size = preset.hood_size
     overhead = MIN_OVERHEAD_S  # as seen so far: kept free before the deadline
-    while time.perf_counter() < deadline - overhead and bound < value - 1e-9:
+    while not patience.over(deadline - overhead) and bound < value - 1e-9:
         if preset.deterministic and stats.rounds >= preset.lns_rounds:
             break
         round_started = time.perf_counter()
@@ -214,7 +224,7 @@ def large_neighbourhood_search(
             instance, incumbent, free, topologies, preset.nodes_per_job, preempted
         )
         result = solve_neighbourhood(
-            hood, parameters, deadline - overhead, preset, stats.rounds, seed
+            hood, parameters, deadline - overhead, preset, stats.rounds, seed, patience=patience
         )
         stats.rounds += 1
         stats.freed_jobs += len(hood.jobs)
@@ -229,6 +239,7 @@ def large_neighbourhood_search(
         merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
         if merged_value < value - 1e-9 * max(1.0, value):
             jobs, value = merged, merged_value
+            patience.progress()
             stats.improvements += 1
             stats.improved_by[strategy] = stats.improved_by.get(strategy, 0) + 1
         spent = time.perf_counter() - round_started - result.solve_s

@@ -27,7 +27,9 @@ preempt decided. The round returns the moment CP-SAT proves that model;
 otherwise its best solution is the incumbent of steps 2 and 3.
 
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
-watchdog stops a search that overshoots. The status is ``optimal`` when
+watchdog stops a search that overshoots. The round ends earlier once its
+search has gone the preset's ``patience_share`` of the limit without
+progress (:mod:`whale_opt.patience`; ``stalled`` in the stats). The status is ``optimal`` when
 CP-SAT proved the round's model optimal, or the objective meets the
 bound; ``feasible`` when the greedy was improved, ``greedy-fallback``
 otherwise. The reported bound is valid for every decision: the analytic one
@@ -43,6 +45,7 @@ rounds in several threads at once.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -52,6 +55,7 @@ from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_searc
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import Decision, JobDecision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
+from whale_opt.patience import Patience
 from whale_opt.placement.order_search import improve
 from whale_opt.placement.preempt import improve_by_preemption
 from whale_opt.placement.serial import assemble, list_schedule
@@ -167,6 +171,8 @@ class CpSatPolicy:
         bound = reported_bound(instance, options.report_bound)
         preset = self.preset
         proven = False
+        # From here on the round may end early, once its search stops finding better.
+        patience = Patience(preset.patience_share * limit if preset.patience_share else math.inf)
         if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
             spare = deadline - time.perf_counter()
             share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share
@@ -179,18 +185,19 @@ class CpSatPolicy:
                 self.parameters,
                 options.seed,
                 lns,
+                patience,
             )
             # CP-SAT's bound on the whole round's model holds for every decision too.
             if lns.exact_bound > value + 1e-6 * max(1.0, value):
                 log.error("cpsat bound %g above a decision of %g", lns.exact_bound, value)
             bound = max(bound, min(lns.exact_bound, value))
-        if instance.queue and bound < value - 1e-9 and not proven:
+        if instance.queue and bound < value - 1e-9 and not proven and not patience.over(deadline):
             spare = deadline - time.perf_counter()
             stop = time.perf_counter() + spare * preset.search_share
             moves = None
             if preset.deterministic:  # counted moves, not time, decide when to stop
                 stop, moves = deadline, preset.search_moves
-            found, found_value = improve(instance, orders, stop, options.seed, moves)
+            found, found_value = improve(instance, orders, stop, options.seed, moves, patience)
             stats["search_value"] = found_value
             if found_value < value:
                 jobs, value = found, found_value
@@ -205,8 +212,10 @@ class CpSatPolicy:
                     self.parameters,
                     options.seed,
                     lns,
+                    patience,
                 )
         stats.update(lns.as_dict())
+        stats["stalled"] = int(patience.stalled)
         if repack and value < greedy_value - 1e-9:
             jobs, value = _repacked(instance, jobs, value, greedy_order, stats)
         improved = value < greedy_value - 1e-9

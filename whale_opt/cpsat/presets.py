@@ -39,6 +39,9 @@ class Preset:
     given ``exact_share`` of the time left when the queue is larger than
     ``hood_size`` (all of it otherwise; ``exact_deterministic_s`` of CP-SAT
     deterministic time with a deterministic preset); 0 turns it off.
+    ``patience_share``: the round ends once its search has gone this share of
+    the time limit without progress (:mod:`whale_opt.patience`); 0: never
+    (a deterministic preset must keep it 0: the wall clock would decide).
     """
 
     name: str
@@ -54,6 +57,11 @@ class Preset:
     exact_jobs: int = 64
     exact_share: float = 0.5
     exact_deterministic_s: float = 2.0
+    patience_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.deterministic and self.patience_share:  # a packaged file is wrong: a bug
+            raise ValueError(f"preset {self.name!r}: deterministic with a patience")
 
 
 ROUND_KEYS = frozenset(f.name for f in fields(Preset)) - {"name", "parameters"}

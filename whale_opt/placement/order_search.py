@@ -11,10 +11,10 @@ snapshots are kept every few positions.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 
 from whale_opt.decision import Action, JobDecision, objective
+from whale_opt.patience import Patience
 from whale_opt.placement.serial import complete, place_in_order
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
@@ -59,11 +59,14 @@ def improve(
     deadline: float,
     seed: int = 0,
     moves: int | None = None,
+    patience: Patience | None = None,
 ) -> tuple[list[JobDecision], float]:
-    """The best schedule found from ``orders`` by local search until ``deadline``.
+    """The best schedule found from ``orders`` by local search until ``deadline``,
+    or until ``patience`` runs out (each better schedule restarts its clock).
 
     ``moves`` caps the number of tried moves (for reproducible runs).
     """
+    patience = Patience() if patience is None else patience
     search = OrderSearch(instance)
     rng = random.Random(seed)
     best_jobs: list[JobDecision] = []
@@ -77,7 +80,7 @@ def improve(
             best_jobs, best_value, best_order, best_snaps = jobs, value, list(order), snaps
     n = len(best_order)
     tried = 0
-    while n > 1 and time.perf_counter() < deadline and (moves is None or tried < moves):
+    while n > 1 and not patience.over(deadline) and (moves is None or tried < moves):
         tried += 1
         i = _pick(instance, best_jobs, best_order, rng)
         j = max(0, i - 1 - int(rng.expovariate(1 / max(1.0, n / 8))))
@@ -89,6 +92,8 @@ def improve(
         order.insert(j, order.pop(i))
         jobs, snaps = search.run(order, min(i, j), best_snaps)
         value = objective(instance, jobs)
+        if value < best_value:
+            patience.progress()
         if value <= best_value:
             best_jobs, best_value, best_order, best_snaps = jobs, value, order, snaps
     return best_jobs, best_value

@@ -1,0 +1,109 @@
+"""A search's stopping rule: a deadline, and a patience for want of progress.
+
+A round's improvement search (the exact model, the order search, the
+neighbourhoods) ends at its time limit, or earlier once it has gone
+``patience_s`` seconds without progress: a better decision, or (inside a
+CP-SAT call) a bound that closed a real part of the gap, as when CP-SAT is
+proving a model. This is the "unimproved time" termination of local-search
+planners. Rounds that cannot be improved, which on a lightly loaded cluster
+is most of them, then return well before their limit.
+
+One :class:`Patience` serves every phase of one round: progress in any phase
+restarts the clock for all. A CP-SAT callback may record progress from the
+solver's thread; a float assignment is atomic, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+GAP_PROGRESS = 0.01  # a bound that closes this share of the gap is progress
+
+
+class Patience:
+    """Stop once ``patience_s`` seconds of search went by without progress
+    (``math.inf``: never).
+
+    The clock starts on creation (or at ``now``, a :func:`time.perf_counter`
+    instant). Building and presolving a CP-SAT model is not search: the
+    clock is paused over it (:meth:`pause`) until the model's first solution
+    (:meth:`resume`), so a model slow to start is not cut before it searched.
+    """
+
+    def __init__(self, patience_s: float = math.inf, now: float | None = None) -> None:
+        self.patience_s = patience_s
+        self.since: float | None = time.perf_counter() if now is None else now
+        self.idle = 0.0  # search seconds without progress before ``since``
+        self.stalled = False  # whether a phase ended for want of progress
+
+    @property
+    def active(self) -> bool:
+        """Whether it can stop anything (a finite patience)."""
+        return math.isfinite(self.patience_s)
+
+    def progress(self) -> None:
+        """Something better was found: the clock starts again (and runs)."""
+        self.idle = 0.0
+        self.since = time.perf_counter()
+
+    def pause(self) -> None:
+        """Stop the clock (it keeps the idle time so far)."""
+        if self.since is not None:
+            self.idle += time.perf_counter() - self.since
+            self.since = None
+
+    def resume(self) -> None:
+        """Run the clock again, from the idle time it had."""
+        if self.since is None:
+            self.since = time.perf_counter()
+
+    def stop_at(self, deadline: float) -> float:
+        """When to stop: the earlier of ``deadline`` and the end of the patience
+        (``deadline`` while the clock is paused)."""
+        since = self.since
+        if since is None:
+            return deadline
+        return min(deadline, since + self.patience_s - self.idle)
+
+    def over(self, deadline: float) -> bool:
+        """Whether to stop now; records a stop for want of progress in :attr:`stalled`."""
+        now = time.perf_counter()
+        if now < self.stop_at(deadline):
+            return False
+        if now < deadline:
+            self.stalled = True
+        return True
+
+
+class GapWatch:
+    """Progress inside one minimising search, for a :class:`Patience`: each better
+    solution, and (when the bound is fed, :meth:`bound_rose`) each bound that
+    closes at least :data:`GAP_PROGRESS` of the gap since the last progress.
+    The first solution is where the search starts (often the hint), not
+    progress. Feed the bound only of a model whose bound bounds the round: a
+    neighbourhood's bound says nothing of the round, and its first rise
+    would count each neighbourhood as progress."""
+
+    def __init__(self, patience: Patience) -> None:
+        self.patience = patience
+        self.best = math.inf
+        self.bound = -math.inf
+        self.mark = math.inf  # the gap at the last progress
+
+    def solution(self, value: float) -> None:
+        """A solution of objective ``value`` was found (the first one runs a paused clock)."""
+        self.patience.resume()
+        if value < self.best:
+            if math.isfinite(self.best):
+                self.patience.progress()
+            self.best = value
+            self.mark = value - self.bound
+
+    def bound_rose(self, bound: float) -> None:
+        """The search's lower bound is now ``bound``."""
+        self.bound = max(self.bound, bound)
+        gap = self.best - self.bound
+        if math.isfinite(gap) and gap <= (1.0 - GAP_PROGRESS) * self.mark:
+            self.patience.progress()
+            self.mark = gap
