@@ -3,8 +3,8 @@
 A round's improvement search (the exact model, the order search, the
 neighbourhoods) ends at its time limit, or earlier once it has gone
 ``patience_s`` seconds without progress: a better decision, or (inside a
-CP-SAT call) a bound that closed a real part of the gap, as when CP-SAT is
-proving a model. This is the "unimproved time" termination of local-search
+CP-SAT call on the whole round's model) a higher bound, as when CP-SAT is
+proving the model. This is the "unimproved time" termination of local-search
 planners. Rounds that cannot be improved, which on a lightly loaded cluster
 is most of them, then return well before their limit.
 
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import math
 import time
-
-GAP_PROGRESS = 0.01  # a bound that closes this share of the gap is progress
 
 
 class Patience:
@@ -78,18 +76,16 @@ class Patience:
 
 class GapWatch:
     """Progress inside one minimising search, for a :class:`Patience`: each better
-    solution, and (when the bound is fed, :meth:`bound_rose`) each bound that
-    closes at least :data:`GAP_PROGRESS` of the gap since the last progress.
-    The first solution is where the search starts (often the hint), not
-    progress. Feed the bound only of a model whose bound bounds the round: a
-    neighbourhood's bound says nothing of the round, and its first rise
-    would count each neighbourhood as progress."""
+    solution, and (when the bound is fed, :meth:`bound_rose`) each higher
+    bound once there is a solution. The first solution is where the search
+    starts (often the hint), not progress. Feed the bound only of a model
+    whose bound bounds the round: a neighbourhood's bound says nothing of the
+    round, and its first rise would count each neighbourhood as progress."""
 
     def __init__(self, patience: Patience) -> None:
         self.patience = patience
         self.best = math.inf
         self.bound = -math.inf
-        self.mark = math.inf  # the gap at the last progress
 
     def solution(self, value: float) -> None:
         """A solution of objective ``value`` was found (the first one runs a paused clock)."""
@@ -98,12 +94,9 @@ class GapWatch:
             if math.isfinite(self.best):
                 self.patience.progress()
             self.best = value
-            self.mark = value - self.bound
 
     def bound_rose(self, bound: float) -> None:
         """The search's lower bound is now ``bound``."""
-        self.bound = max(self.bound, bound)
-        gap = self.best - self.bound
-        if math.isfinite(gap) and gap <= (1.0 - GAP_PROGRESS) * self.mark:
+        if bound > self.bound and math.isfinite(self.best):
             self.patience.progress()
-            self.mark = gap
+        self.bound = max(self.bound, bound)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from whale_opt.check import check
 from whale_opt.cpsat.cpmodel import NeighbourhoodModel
 from whale_opt.cpsat.lns import _incumbent, _merge
-from whale_opt.cpsat.model import CpSatPolicy
+from whale_opt.cpsat.model import CpSatPolicy, patience_seconds
 from whale_opt.cpsat.neighbourhood import make_neighbourhood
 from whale_opt.cpsat.presets import Preset, load_preset
 from whale_opt.decision import Status
@@ -60,3 +61,10 @@ def test_the_shipped_presets_have_a_patience_and_the_deterministic_one_has_none(
     assert load_preset("deterministic").patience_share == 0
     with pytest.raises(ValueError, match="deterministic with a patience"):
         Preset("x", {}, deterministic=True, patience_share=0.1)
+
+
+def test_the_patience_is_a_share_of_the_limit_but_lets_a_neighbourhood_search() -> None:
+    preset = load_preset("default")
+    assert patience_seconds(preset, 20.0) == pytest.approx(preset.patience_share * 20.0)
+    assert patience_seconds(preset, 0.5) == pytest.approx(0.5 * preset.round_limit_s)
+    assert patience_seconds(load_preset("deterministic"), 20.0) == math.inf

@@ -52,7 +52,7 @@ from typing import Any
 from whale_opt.bounds import reported_bound
 from whale_opt.check import check
 from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
-from whale_opt.cpsat.presets import load_preset
+from whale_opt.cpsat.presets import Preset, load_preset
 from whale_opt.decision import Decision, JobDecision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
@@ -65,6 +65,16 @@ from whale_opt.problem_data import Instance
 log = logging.getLogger("whale_opt")
 HINT_SHARE = 0.1  # the hint is list-scheduled when the greedy took at most this share of the limit
 FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measured: 20-50 us)
+
+
+def patience_seconds(preset: Preset, limit: float) -> float:
+    """How long a round's search may go without progress: the preset's share of
+    the limit, but never less than half of one neighbourhood's CP-SAT limit
+    (a shorter patience would stop neighbourhoods before they search);
+    ``math.inf`` when the preset has none."""
+    if not preset.patience_share:
+        return math.inf
+    return max(preset.patience_share * limit, 0.5 * preset.round_limit_s)
 
 
 def hint_order(
@@ -172,7 +182,7 @@ class CpSatPolicy:
         preset = self.preset
         proven = False
         # From here on the round may end early, once its search stops finding better.
-        patience = Patience(preset.patience_share * limit if preset.patience_share else math.inf)
+        patience = Patience(patience_seconds(preset, limit))
         if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
             spare = deadline - time.perf_counter()
             share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share

@@ -40,8 +40,9 @@ class Preset:
     ``hood_size`` (all of it otherwise; ``exact_deterministic_s`` of CP-SAT
     deterministic time with a deterministic preset); 0 turns it off.
     ``patience_share``: the round ends once its search has gone this share of
-    the time limit without progress (:mod:`whale_opt.patience`); 0: never
-    (a deterministic preset must keep it 0: the wall clock would decide).
+    the time limit (at least half of ``round_limit_s``) without progress
+    (:mod:`whale_opt.patience`); 0: never (a deterministic preset must keep
+    it 0: the wall clock would decide).
     """
 
     name: str
