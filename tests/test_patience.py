@@ -40,6 +40,15 @@ def test_the_search_stops_once_it_went_the_patience_without_progress(clock: Cloc
     assert patience.stalled
 
 
+def test_a_new_search_starts_with_a_full_patience(clock: Clock) -> None:
+    patience = Patience(2.0)
+    clock.now = 103.0
+    assert patience.over(150.0) and patience.stalled
+    patience.restart()
+    assert not patience.stalled
+    assert patience.stop_at(150.0) == pytest.approx(105.0)
+
+
 def test_the_deadline_is_not_a_stall(clock: Clock) -> None:
     patience = Patience(10.0)
     clock.now = 105.0

@@ -8,8 +8,10 @@ proving the model. This is the "unimproved time" termination of local-search
 planners. Rounds that cannot be improved, which on a lightly loaded cluster
 is most of them, then return well before their limit.
 
-One :class:`Patience` serves every phase of one round: progress in any phase
-restarts the clock for all. A CP-SAT callback may record progress from the
+One :class:`Patience` serves one round; each of its searches (the exact
+model, the order search, the neighbourhoods) starts with a full patience
+(:meth:`Patience.restart`), since one method's stall says little of the
+next one's. A CP-SAT callback may record progress from the
 solver's thread; a float assignment is atomic, so no lock is needed.
 """
 
@@ -44,6 +46,11 @@ class Patience:
         """Something better was found: the clock starts again (and runs)."""
         self.idle = 0.0
         self.since = time.perf_counter()
+
+    def restart(self) -> None:
+        """A new search begins (another method): a full patience, no stall yet."""
+        self.progress()
+        self.stalled = False
 
     def pause(self) -> None:
         """Stop the clock (it keeps the idle time so far)."""

@@ -27,9 +27,11 @@ preempt decided. The round returns the moment CP-SAT proves that model;
 otherwise its best solution is the incumbent of steps 2 and 3.
 
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
-watchdog stops a search that overshoots. The round ends earlier once its
-search has gone the preset's ``patience_share`` of the limit without
-progress (:mod:`whale_opt.patience`; ``stalled`` in the stats). The status is ``optimal`` when
+watchdog stops a search that overshoots. Each of the three searches (the
+exact model, the order search, the neighbourhoods) ends earlier once it
+has gone the preset's ``patience_share`` of the limit without progress
+(:mod:`whale_opt.patience`; ``stalled`` in the stats: the last one did).
+The status is ``optimal`` when
 CP-SAT proved the round's model optimal, or the objective meets the
 bound; ``feasible`` when the greedy was improved, ``greedy-fallback``
 otherwise. The reported bound is valid for every decision: the analytic one
@@ -201,7 +203,8 @@ class CpSatPolicy:
             if lns.exact_bound > value + 1e-6 * max(1.0, value):
                 log.error("cpsat bound %g above a decision of %g", lns.exact_bound, value)
             bound = max(bound, min(lns.exact_bound, value))
-        if instance.queue and bound < value - 1e-9 and not proven and not patience.over(deadline):
+        if instance.queue and bound < value - 1e-9 and not proven:
+            patience.restart()
             spare = deadline - time.perf_counter()
             stop = time.perf_counter() + spare * preset.search_share
             moves = None
@@ -212,6 +215,7 @@ class CpSatPolicy:
             if found_value < value:
                 jobs, value = found, found_value
             if bound < value - 1e-9:
+                patience.restart()
                 jobs, value = large_neighbourhood_search(
                     instance,
                     jobs,
