@@ -35,7 +35,7 @@ class SolveOptions:
         Off: report only the trivial bound (the sum of weighted shortest
         durations) and skip the analytic one, for runs where nobody reads it.
     preset
-        CP-SAT parameter preset name (``fast``, ``default``, ``deterministic``;
+        CP-SAT parameter preset name (``fast``, ``default``, ``quick``, ``deterministic``;
         None: ``default``); the heuristics ignore it.
     hint
         Queued job ids in the order the previous round planned them (earliest

@@ -55,16 +55,16 @@ def test_a_round_that_stops_improving_returns_early_with_a_checked_decision(fami
     assert decision.wall_s < 25.0
 
 
-def test_the_shipped_presets_have_a_patience_and_the_deterministic_one_has_none() -> None:
-    assert load_preset("default").patience_share > 0
-    assert load_preset("fast").patience_share > 0
+def test_the_quick_preset_has_a_patience_and_the_others_have_none() -> None:
+    assert load_preset("quick").patience_share > 0
+    assert load_preset("default").patience_share == 0
     assert load_preset("deterministic").patience_share == 0
     with pytest.raises(ValueError, match="deterministic with a patience"):
         Preset("x", {}, deterministic=True, patience_share=0.1)
 
 
 def test_the_patience_is_a_share_of_the_limit_but_lets_a_neighbourhood_search() -> None:
-    preset = load_preset("default")
+    preset = load_preset("quick")
     assert patience_seconds(preset, 20.0) == pytest.approx(preset.patience_share * 20.0)
     assert patience_seconds(preset, 0.5) == pytest.approx(0.5 * preset.round_limit_s)
     assert patience_seconds(load_preset("deterministic"), 20.0) == math.inf
