@@ -11,6 +11,7 @@ never raises.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -198,8 +199,10 @@ def _watch(
 ) -> None:
     """Stop ``solver`` at ``hard`` (a :func:`time.perf_counter` instant) or once
     ``patience`` runs out, unless ``done`` is set first."""
-    # Polled: the patience's end moves with every solution (and is unknown while paused).
-    while not done.wait(min(WATCH_POLL_S, max(0.0, patience.stop_at(hard) - time.perf_counter()))):
+    # Polled: the patience's end moves with every solution (and is unknown while
+    # paused); without a patience one wait until ``hard`` does.
+    poll = WATCH_POLL_S if patience.active else math.inf
+    while not done.wait(min(poll, max(0.0, patience.stop_at(hard) - time.perf_counter()))):
         if patience.over(hard):
             solver.stop_search()
             return

@@ -178,8 +178,6 @@ def exact_round(
         stats.exact_bound = result.bound + outside_cost(hood)
     stats.exact_proven = int(proven)
     if merged_value < value - 1e-9 * max(1.0, value) or (proven and merged_value <= value):
-        if patience is not None and merged_value < value - 1e-9 * max(1.0, value):
-            patience.progress()
         return merged, merged_value, proven
     return jobs, value, proven and merged_value <= value + 1e-6 * max(1.0, value)
 
