@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from ortools.sat.python import cp_model
 
+from whale_opt.bounds import Capacity, slots
 from whale_opt.cpsat.candidates import FreeJob
 from whale_opt.cpsat.variables import JobVars
 from whale_opt.placement.profile import Profile
@@ -52,47 +52,6 @@ busy time when on the capacity, and the literal (or sum) that it is."""
 
 WORK_STEPS = 4096  # the largest job's work in cut units: coefficients stay small
 ALL_PREFIXES = 24  # every prefix up to this size, then sizes growing by a quarter
-
-
-class Capacity:
-    """A free capacity over time, ``levels[k]`` on ``[times[k], times[k+1])``, the
-    last level forever; :meth:`fill` answers F(E) and T(E) (module docstring)."""
-
-    def __init__(self, times: list[float], levels: list[float]) -> None:
-        self.times = times
-        self.levels = levels
-
-    def fill(self, work: float) -> tuple[float, float]:
-        """``(F(work), T(work))``: the least sum of time x rate doing ``work``, and
-        when that filling ends."""
-        total = 0.0
-        left = work
-        for k, level in enumerate(self.levels):
-            t0 = self.times[k]
-            t1 = self.times[k + 1] if k + 1 < len(self.times) else math.inf
-            if level <= 0:
-                continue
-            if level * (t1 - t0) >= left:
-                tau = left / level
-                return total + level * (tau * t0 + tau * tau / 2), t0 + tau
-            total += level * (t1 * t1 - t0 * t0) / 2
-            left -= level * (t1 - t0)
-        return math.inf, math.inf  # no capacity left: cannot happen past the fixed jobs
-
-
-def slots(
-    nodes: list[tuple[Profile, int]], size: int, scales: list[float] | None = None
-) -> Capacity:
-    """``sum_n scale_n * floor(free_n(t) / size)``: how many ``size``-GPU pieces the
-    free GPUs of ``nodes`` (each: GPUs used over time, healthy GPUs) hold at once,
-    each node's weighted by its scale (1 when none are given)."""
-    times = np.unique(np.concatenate([np.asarray(used.times, dtype=float) for used, _ in nodes]))
-    levels = np.zeros(len(times))
-    for k, (used, healthy) in enumerate(nodes):
-        at = np.searchsorted(np.asarray(used.times, dtype=float), times, side="right") - 1
-        free = healthy - np.asarray(used.levels, dtype=float)[at]
-        levels += (1.0 if scales is None else scales[k]) * (np.maximum(0.0, free) // size)
-    return Capacity(times.tolist(), levels.tolist())
 
 
 def prefix_sizes(n: int) -> list[int]:

@@ -38,6 +38,7 @@ from dataclasses import replace
 import numpy as np
 from ortools.graph.python import min_cost_flow
 
+from whale_opt.bounds.capacity import Capacity
 from whale_opt.memo import IdentityMemo
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
@@ -173,19 +174,6 @@ def _type_capacity(instance: Instance) -> dict[str, Profile]:
     return capacity
 
 
-def _bucket_areas(profile: Profile, grid: np.ndarray) -> np.ndarray:
-    """The integral of ``profile`` over each bucket ``[grid[b], grid[b + 1])``: the
-    running area is piecewise linear between the profile's steps, so
-    interpolating it at the grid is exact."""
-    times = np.asarray(profile.times, dtype=float)
-    levels = np.asarray(profile.levels, dtype=float)
-    far = max(float(grid[-1]), float(times[-1])) + 1.0
-    knots = np.append(times, far)
-    area = np.concatenate(([0.0], np.cumsum(levels * np.diff(knots))))
-    running = np.interp(grid, knots, area, left=0.0)
-    return np.diff(running)
-
-
 def _buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> list[float]:
     """Time-bucket boundaries: ``step`` long at first, then growing by ``ratio``."""
     bounds = [0.0]
@@ -257,7 +245,7 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
             caps.append(np.minimum(supply[k], np.ceil(rate * (grid[1:][keep] - lo[keep]))))
             costs.append(np.floor(per_unit * t_eff[keep]))
     for p in types:
-        room = _bucket_areas(capacity[p], grid) / unit
+        room = Capacity.of(capacity[p]).areas(grid) / unit
         keep = np.nonzero(room > 0)[0]
         tails.append(first_bucket[p] + keep)
         heads.append(np.full(len(keep), sink))

@@ -1,0 +1,273 @@
+"""A Lagrangian lower bound: each job placed whole, at one start, against prices on capacity.
+
+The analytic bounds (:mod:`whale_opt.bounds.analytic`) let work divide: a job
+may trickle through the free GPUs of a type, so two 8-GPU jobs that want the
+one node about to free both look as if they ended early. This bound keeps
+each job whole and non-preemptive and relaxes only the capacity, into prices.
+
+Time is cut into buckets (short at first, then growing). Job ``j`` on GPU type
+``p`` starts in some bucket ``b``, never before its earliest start there
+(:class:`~whale_opt.bounds.analytic.EarliestStarts`), and costs at least
+``w_j * (lo + d_jp)``, ``lo`` the earliest such start in the bucket. Whatever
+its exact start in the bucket, it surely runs over ``[hi, lo + d_jp)``, ``hi``
+the bucket's end: that interval is the use it is charged for. The capacity
+comes in families, per type ``p`` and piece size ``s``: ``sum_n floor(free_n(t)
+/ s)`` over the type's nodes (free: healthy GPUs less what the running jobs
+that no queued job may preempt hold), its integral over each bucket the
+family's room there. A job takes ``g`` GPUs of family ``(p, 1)``; a job that
+must sit on one node takes ``floor(g / s)`` pieces of each ``(p, s)``
+(``floor`` is superadditive), a gang of whole ``S``-GPU nodes
+``g / S * floor(S / s)``.
+
+For prices ``lam >= 0`` on each family and bucket::
+
+    L(lam) = sum_j min(deferred cost_j, min_{p, b} cost_j(p, b) + lam . use_j(p, b))
+             - lam . room
+
+is a lower bound on every valid decision's objective (weak duality: a
+decision's jobs use at most the room, and pay at least their cost), for any
+prices. A projected subgradient ascent (Polyak steps towards the incumbent's
+value) raises it until its deadline. Shares, CPU-only jobs and soft
+preferences are left out (a job left out of the capacity keeps the bound
+valid), as in the analytic bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whale_opt.bounds.analytic import _buckets, earliest_starts, without_preemptible
+from whale_opt.bounds.capacity import slots
+from whale_opt.placement.profile import Profile
+from whale_opt.problem_data import MILLI, Instance, QueuedJob
+from whale_opt.topology import NodeTopology, node_topologies, single_node
+
+FIRST_BUCKET_S = 20.0  # buckets this long at first, where most starts and contention are
+BUCKET_GROWTH = 0.02  # then each bucket a fiftieth of its start time
+MAX_OPTIONS = 400_000  # (job, type, start bucket) choices; buckets coarsen past this
+STALLS = 10  # steps without a better bound after which the step halves
+MIN_STEP = 1e-4  # the step's factor below which the ascent has converged
+SAFETY = 1e-9  # the bound is shaded by this share against rounding
+
+
+@dataclass
+class _Family:
+    """One capacity family: its room per bucket, and the choices that use it."""
+
+    room: np.ndarray
+    choices: list[int] = field(default_factory=list)
+    uses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Relaxation:
+    """The relaxed problem: per choice (job, type, start bucket) its job, cost and
+    sure interval ``[hi, end)``; per family its room and users."""
+
+    grid: np.ndarray
+    fixed: float  # the jobs outside the relaxation, each at its own least cost
+    defer: np.ndarray  # per job in it, its deferred cost
+    job: np.ndarray
+    cost: np.ndarray
+    hi: np.ndarray
+    end: np.ndarray
+    families: list[_Family]
+
+
+def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float:
+    """The Lagrangian bound (module docstring) of ``instance``, its ascent aimed at
+    ``upper`` (a decision's objective) and stopped at ``deadline`` (a
+    :func:`time.perf_counter` instant) or once converged."""
+    relaxation = _relax(instance)
+    if isinstance(relaxation, float):
+        return relaxation * (1 - SAFETY)
+    return _ascend(relaxation, upper, deadline) * (1 - SAFETY)
+
+
+def _used(instance: Instance) -> dict[int, Profile]:
+    """Per node, the GPUs its running jobs hold over time."""
+    used: dict[int, Profile] = {}
+    for job in instance.running:
+        for gpu in job.gpu_ids:
+            n = instance.parse_gpu(gpu).node
+            used.setdefault(n, Profile()).add(0, job.remaining_s, job.gpu_milli / MILLI)
+    return used
+
+
+def _relax(instance: Instance) -> _Relaxation | float:
+    """The choices and families of ``instance``; or, when no job has a choice to
+    price, the bound itself (each job at its least cost)."""
+    starts = earliest_starts(instance)
+    _, ends = starts.times()
+    weights = instance.weights
+    horizon = instance.policy.horizon_s
+    topologies = node_topologies(instance)
+    nodes_of: dict[str, list[int]] = {}
+    for n, node in enumerate(instance.nodes):
+        if not node.down and not node.draining and node.healthy_indices:
+            nodes_of.setdefault(node.gpu_type, []).append(n)
+    fixed = 0.0
+    jobs: list[tuple[int, float, list[tuple[str, int, float, _Shape]]]] = []
+    sizes: dict[str, set[int]] = {p: {1} for p in nodes_of}
+    for k, job in enumerate(instance.queue):
+        defer = weights[k] * instance.deferred_cost_end(k)
+        if job.shares or job.cpu_only:
+            fixed += weights[k] * min(ends[k], instance.deferred_cost_end(k))
+            continue
+        options = []
+        for p, d in instance.durations[k].items():
+            release = starts.start(k, p)
+            if p in nodes_of and release <= horizon:
+                shape = _Shape.of(job, [topologies[n] for n in nodes_of[p]])
+                sizes[p].add(shape.piece)
+                options.append((p, d, release, shape))
+        if options:
+            jobs.append((k, defer, options))
+        else:
+            fixed += defer
+    choices = sum(len(options) for _, _, options in jobs)
+    if not choices:
+        return fixed
+    span = horizon + max(d for _, _, options in jobs for _, d, _, _ in options) + 1
+    step, growth = FIRST_BUCKET_S, BUCKET_GROWTH
+    grid = np.array(_buckets(span, step=step, ratio=growth))
+    while choices * len(grid) > MAX_OPTIONS and growth < 1:
+        step, growth = step * 2, growth * 1.5
+        grid = np.array(_buckets(span, step=step, ratio=growth))
+    used = _used(without_preemptible(instance))
+    families: dict[tuple[str, int], _Family] = {}
+    for p, of_type in sizes.items():
+        healthy = [len(instance.nodes[n].healthy_indices) for n in nodes_of[p]]
+        nodes = [(used.get(n, Profile()), h) for n, h in zip(nodes_of[p], healthy, strict=True)]
+        for size in sorted(of_type):
+            families[(p, size)] = _Family(slots(nodes, size).areas(grid))
+    job_of, cost, hi, end = [], [], [], []
+    count = 0
+    for j, (k, defer, options) in enumerate(jobs):
+        for p, d, release, shape in options:
+            first = max(0, int(np.searchsorted(grid, release, side="right")) - 1)
+            lo = np.maximum(grid[first:-1], release)
+            price = weights[k] * (lo + d)
+            keep = np.nonzero((lo <= horizon) & (price < defer))[0]
+            if not len(keep):
+                continue
+            job_of.append(np.full(len(keep), j))
+            cost.append(price[keep])
+            hi.append(grid[first + 1 :][keep])
+            end.append(lo[keep] + d)
+            for size in sizes[p]:
+                amount = shape.pieces(size)
+                if amount > 0:
+                    family = families[(p, size)]
+                    family.choices.extend(range(count, count + len(keep)))
+                    family.uses.extend([amount] * len(keep))
+            count += len(keep)
+    defers = np.array([defer for _, defer, _ in jobs])
+    if not cost:
+        return fixed + float(defers.sum())
+    return _Relaxation(
+        grid,
+        fixed,
+        defers,
+        np.concatenate(job_of),
+        np.concatenate(cost),
+        np.concatenate(hi),
+        np.concatenate(end),
+        [family for family in families.values() if family.choices],
+    )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How a job sits on the nodes of a type: ``gpus`` in all, ``node`` on each node
+    it takes (all of them on one node, or whole nodes of that size; 0: it may
+    spread); ``piece``: the piece size whose family tells its shape."""
+
+    gpus: int
+    node: int
+
+    @property
+    def piece(self) -> int:
+        return self.node if self.node > 1 else 1
+
+    @classmethod
+    def of(cls, job: QueuedJob, topologies: list[NodeTopology]) -> _Shape:
+        """``job``'s shape on nodes of ``topologies`` (one type's)."""
+        if all(single_node(job, topo) for topo in topologies):
+            return cls(job.gpu_count, job.gpu_count)
+        sizes = {topo.size for topo in topologies}
+        if job.topology == "nvlink" and len(sizes) == 1:
+            size = sizes.pop()
+            if job.gpu_count % size == 0:
+                return cls(job.gpu_count, size)  # whole nodes of one size
+        return cls(job.gpu_count, 0)
+
+    def pieces(self, size: int) -> float:
+        """The ``size``-GPU pieces it surely takes from ``sum_n floor(free_n / size)``."""
+        if size == 1:
+            return float(self.gpus)
+        if self.node < size:
+            return 0.0
+        return float(self.gpus // self.node * (self.node // size))
+
+
+def _ascend(relaxation: _Relaxation, upper: float, deadline: float) -> float:
+    """The best ``L(lam)`` of a projected subgradient ascent from ``lam = 0``."""
+    r = relaxation
+    grid = r.grid
+    width = np.diff(grid)
+    jobs = len(r.defer)
+    users = [np.asarray(f.choices, dtype=np.int64) for f in r.families]
+    uses = [np.asarray(f.uses) for f in r.families]
+    lam = [np.zeros(len(width)) for _ in r.families]
+    # Choices come job by job: each job's are a run of them.
+    counts = np.bincount(r.job, minlength=jobs)
+    offered = counts > 0
+    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))[offered]
+    best = -math.inf
+    factor, stall = 1.0, 0
+    while True:
+        cost = r.cost.copy()
+        for f in range(len(r.families)):
+            integral = np.concatenate(([0.0], np.cumsum(lam[f] * width)))
+            ix = users[f]
+            sure = np.interp(r.end[ix], grid, integral) - np.interp(r.hi[ix], grid, integral)
+            cost[ix] += uses[f] * np.maximum(0.0, sure)
+        least = np.full(jobs, np.inf)
+        least[offered] = np.minimum.reduceat(cost, firsts)
+        value = r.fixed + float(np.minimum(least, r.defer).sum())
+        value -= sum(float(lam[f] @ family.room) for f, family in enumerate(r.families))
+        if value > best:
+            best, stall = value, 0
+        else:
+            stall += 1
+            if stall >= STALLS:
+                factor, stall = factor / 2, 0
+        if factor < MIN_STEP or best >= upper or time.perf_counter() >= deadline:
+            return best
+        # Each placed job's cheapest choice (the first of equals), and the use it makes.
+        placed = least < r.defer
+        ties = np.nonzero(cost <= least[r.job])[0][::-1]
+        chosen = np.full(jobs, -1)
+        chosen[r.job[ties]] = ties
+        picked = np.zeros(len(cost), dtype=bool)
+        picked[chosen[placed]] = True
+        grads = []
+        for f, family in enumerate(r.families):
+            ix = users[f]
+            mine = picked[ix] & (r.end[ix] > r.hi[ix])
+            a, c, u = r.hi[ix[mine]], r.end[ix[mine]], uses[f][mine]
+            # The use's running integral at the grid, then per bucket.
+            running = (u * np.clip(grid[:, None] - a, 0.0, c - a)).sum(axis=1)
+            grad = np.diff(running) - family.room
+            grad[(lam[f] <= 0) & (grad < 0)] = 0.0  # projected: a zero price stays put
+            grads.append(grad)
+        norm = sum(float(g @ g) for g in grads)
+        if norm <= 0:
+            return best  # no bucket overfull: no price can raise it
+        step = factor * (upper - value) / norm
+        lam = [np.maximum(0.0, lam[f] + step * g) for f, g in enumerate(grads)]
