@@ -36,8 +36,9 @@ CP-SAT proved the round's model optimal, or the objective meets the
 bound; ``feasible`` when the greedy was improved, ``greedy-fallback``
 otherwise. The reported bound is valid for every decision, the highest of:
 the analytic one (:mod:`whale_opt.bounds.analytic`); when the run reports
-bounds, the Lagrangian one (:mod:`whale_opt.bounds.lagrangian`, given
-``LAGRANGIAN_SHARE`` of the round after the greedy); and CP-SAT's own bound
+bounds and the round is not proven by its whole model, the Lagrangian one
+(:mod:`whale_opt.bounds.lagrangian`, given ``LAGRANGIAN_SHARE`` of the limit,
+which the whole model leaves it); and CP-SAT's own bound
 on the whole round's model when that model is complete (its LP sees each
 job's earliest start and the mean-busy-time cuts of :mod:`whale_opt.cpsat.cuts`).
 
@@ -69,7 +70,7 @@ from whale_opt.problem_data import Instance
 log = logging.getLogger("whale_opt")
 HINT_SHARE = 0.1  # the hint is list-scheduled when the greedy took at most this share of the limit
 FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measured: 20-50 us)
-# The Lagrangian bound's share of the time left after the greedy: it converges in
+# The Lagrangian bound's share of the limit, after the whole model: it converges in
 # 0.2-0.5 s on rounds of about ten jobs on 1,000 GPUs (bench/EXACT.md).
 LAGRANGIAN_SHARE = 0.1
 
@@ -187,9 +188,6 @@ class CpSatPolicy:
         lns = LnsStats()
         tic = time.perf_counter()
         bound = reported_bound(instance, options.report_bound)
-        if options.report_bound and instance.queue and bound < value - 1e-9:
-            until = tic + LAGRANGIAN_SHARE * (deadline - tic)
-            bound = max(bound, lagrangian_bound(instance, value, until))
         stats["bound_s"] = time.perf_counter() - tic
         preset = self.preset
         proven = False
@@ -198,6 +196,8 @@ class CpSatPolicy:
         if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
             spare = deadline - time.perf_counter()
             share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share
+            if options.report_bound:  # room for the Lagrangian bound, if the model is not proven
+                share = min(share, 1.0 - LAGRANGIAN_SHARE)
             jobs, value, proven = exact_round(
                 instance,
                 jobs,
@@ -213,6 +213,11 @@ class CpSatPolicy:
             if lns.exact_bound > value + 1e-6 * max(1.0, value):
                 log.error("cpsat bound %g above a decision of %g", lns.exact_bound, value)
             bound = max(bound, min(lns.exact_bound, value))
+        if options.report_bound and instance.queue and bound < value - 1e-9 and not proven:
+            tic = time.perf_counter()
+            until = min(deadline, tic + LAGRANGIAN_SHARE * limit)
+            bound = max(bound, lagrangian_bound(instance, value, until))
+            stats["bound_s"] += time.perf_counter() - tic
         if instance.queue and bound < value - 1e-9 and not proven:
             patience.restart()
             spare = deadline - time.perf_counter()
