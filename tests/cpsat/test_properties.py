@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whale_opt.check import check
-from whale_opt.cpsat import CpSatPolicy
+from whale_opt.cpsat import CpSatPolicy, presets
+from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import Action, Decision
 from whale_opt.generate import generate
 from whale_opt.io import read_instance
@@ -86,6 +87,29 @@ def test_unknown_preset_raises_naming_the_known_ones() -> None:
         assert known in str(error.value)
     with pytest.raises(ValueError, match="deterministic"):
         get_policy("cpsat", preset="nope")
+
+
+def test_a_preset_with_a_base_is_that_preset_with_its_own_keys_over_it() -> None:
+    default, quick, fast = (load_preset(name) for name in ("default", "quick", "fast"))
+    assert dataclasses.replace(quick, name="default", patience_share=0.0) == default
+    assert fast.parameters == {**default.parameters, "max_presolve_iterations": 1}
+    assert fast.nodes_per_job == 4
+    assert dataclasses.replace(fast, parameters=default.parameters, nodes_per_job=6) == (
+        dataclasses.replace(default, name="fast")
+    )
+
+
+def test_a_preset_whose_bases_loop_or_are_missing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.toml").write_text('base = "b"\n')
+    (tmp_path / "b.toml").write_text('base = "a"\n')
+    (tmp_path / "c.toml").write_text('base = "gone"\n')
+    monkeypatch.setattr(presets, "_folder", lambda: tmp_path)
+    with pytest.raises(ValueError, match="loop"):
+        load_preset("a")
+    with pytest.raises(ValueError, match="gone"):
+        load_preset("c")
 
 
 def test_round_keeps_to_its_time_limit_on_the_fragmented_instance() -> None:

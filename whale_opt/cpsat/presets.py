@@ -5,7 +5,8 @@ The presets are TOML files shipped inside the package
 :mod:`importlib.resources`, so a plain (non-editable) install has them too.
 Each has a ``[parameters]`` table (CP-SAT solver parameters, over
 :data:`DEFAULT_PARAMETERS`) and a ``[round]`` table (the :class:`Preset`
-knobs).
+knobs). A top-level ``base = "<name>"`` starts from that preset: its tables
+are taken, then overridden key by key.
 """
 
 from __future__ import annotations
@@ -99,9 +100,31 @@ def load_preset(name: str | None) -> Preset:
     if "/" in name or "\\" in name or name.startswith(".") or not entry.is_file():
         known = ", ".join(preset_names())
         raise FieldError("preset", name, f"unknown CP-SAT preset; choose from {known}")
+    parameters, knobs = _tables(name, entry, ())
+    return Preset(name, {**DEFAULT_PARAMETERS, **parameters}, **knobs)
+
+
+def _tables(
+    name: str, entry: Traversable, seen: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Preset ``name``'s ``[parameters]`` and ``[round]`` tables, its base's first."""
+    # A packaged file that is wrong is a bug, not bad input: ValueError.
+    if name in seen:
+        raise ValueError(f"preset {name!r}: its bases loop ({' -> '.join((*seen, name))})")
     loaded = tomllib.loads(entry.read_text("utf-8"))
+    unknown = set(loaded) - {"base", "parameters", "round"}
+    if unknown:
+        raise ValueError(f"preset {name!r}: unknown keys {sorted(unknown)}")
     knobs = loaded.get("round", {})
     unknown = set(knobs) - ROUND_KEYS
-    if unknown:  # a packaged file is wrong: a bug, not bad input
+    if unknown:
         raise ValueError(f"preset {name!r}: unknown [round] keys {sorted(unknown)}")
-    return Preset(name, {**DEFAULT_PARAMETERS, **loaded.get("parameters", {})}, **knobs)
+    parameters: dict[str, Any] = {}
+    base_knobs: dict[str, Any] = {}
+    if "base" in loaded:
+        base = loaded["base"]
+        base_entry = _folder().joinpath(f"{base}{SUFFIX}")
+        if not base_entry.is_file():
+            raise ValueError(f"preset {name!r}: base {base!r} is not a shipped preset")
+        parameters, base_knobs = _tables(base, base_entry, (*seen, name))
+    return {**parameters, **loaded.get("parameters", {})}, {**base_knobs, **knobs}
