@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from whale_opt.bounds import (
     earliest_end_bound,
     earliest_times,
     flow_bound,
+    lagrangian_bound,
     lower_bound,
     without_preemptible,
 )
@@ -59,6 +61,11 @@ def test_bounds_are_below_every_serial_schedule(instance: Instance) -> None:
     assert at_most(earliest_end_bound(instance), best)
     if not (instance.policy.allow_preemption and instance.running):
         assert at_most(flow_bound(instance, starts, ends), best)
+    # The Lagrangian bound, whatever prices its ascent ends on: aimed at the best
+    # schedule, and at a worse value (its steps then overshoot).
+    soon = time.perf_counter() + 2.0  # far more than these rounds need to converge
+    assert at_most(lagrangian_bound(instance, best, soon), best)
+    assert at_most(lagrangian_bound(instance, 2 * best, soon), best)
 
 
 @settings(max_examples=40, deadline=None)
