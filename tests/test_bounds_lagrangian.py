@@ -10,14 +10,12 @@ import pytest
 
 from whale_opt.bounds import lagrangian_bound, lower_bound
 from whale_opt.check import check
-from whale_opt.decision import Status
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
 from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob
 from whale_opt.registry import get_policy
 
 A100 = {"A100": GpuType("A100", 80)}
-STATUS = (Status.FEASIBLE, 0.0, 0.0)
 CONVERGED_S = 2.0  # far more than these rounds need: the ascent stops on convergence
 
 
