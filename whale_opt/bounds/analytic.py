@@ -174,7 +174,7 @@ def _type_capacity(instance: Instance) -> dict[str, Profile]:
     return capacity
 
 
-def _buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> list[float]:
+def time_buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> list[float]:
     """Time-bucket boundaries: ``step`` long at first, then growing by ``ratio``."""
     bounds = [0.0]
     while bounds[-1] < horizon:
@@ -212,9 +212,9 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     span = horizon + max(max(instance.durations[k].values()) for k in jobs)
     pairs = sum(len(instance.durations[k]) for k in jobs)
     ratio = 0.02
-    while len(_buckets(span, ratio=ratio)) * pairs > MAX_ARCS and ratio < 1.0:
+    while len(time_buckets(span, ratio=ratio)) * pairs > MAX_ARCS and ratio < 1.0:
         ratio *= 1.5
-    grid = np.array(_buckets(span, ratio=ratio))
+    grid = np.array(time_buckets(span, ratio=ratio))
     types = sorted(capacity)
     n_buckets = len(grid) - 1
     # Node ids: jobs, then (type, bucket), then defer, then sink.

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from whale_opt.bounds.analytic import _buckets, earliest_starts, without_preemptible
+from whale_opt.bounds.analytic import earliest_starts, time_buckets, without_preemptible
 from whale_opt.bounds.capacity import slots
 from whale_opt.placement.profile import Profile
 from whale_opt.problem_data import MILLI, Instance, QueuedJob
@@ -134,10 +134,10 @@ def _relax(instance: Instance) -> _Relaxation | float:
         return fixed
     span = horizon + max(d for _, _, options in jobs for _, d, _, _ in options) + 1
     step, growth = FIRST_BUCKET_S, BUCKET_GROWTH
-    grid = np.array(_buckets(span, step=step, ratio=growth))
+    grid = np.array(time_buckets(span, step=step, ratio=growth))
     while choices * len(grid) > MAX_OPTIONS and growth < 1:
         step, growth = step * 2, growth * 1.5
-        grid = np.array(_buckets(span, step=step, ratio=growth))
+        grid = np.array(time_buckets(span, step=step, ratio=growth))
     used = _used(without_preemptible(instance))
     families: dict[tuple[str, int], _Family] = {}
     for p, of_type in sizes.items():
