@@ -101,6 +101,12 @@ class EarliestStarts:
         self._found: dict[tuple[object, ...], float] = {}
         self._lock = threading.Lock()
 
+    @property
+    def state(self) -> ClusterState:
+        """The cluster with only the running jobs that no queued job may preempt
+        (:func:`without_preemptible`): what every valid decision leaves busy."""
+        return self._state
+
     def start(self, position: int, gpu_type: str) -> float:
         """Job ``position``'s earliest start on ``gpu_type`` (inf: none there).
 

@@ -13,7 +13,8 @@ its exact start in the bucket, it surely runs over ``[hi, lo + d_jp)``, ``hi``
 the bucket's end: that interval is the use it is charged for. The capacity
 comes in families, per type ``p`` and piece size ``s``: ``sum_n floor(free_n(t)
 / s)`` over the type's nodes (free: healthy GPUs less what the running jobs
-that no queued job may preempt hold), its integral over each bucket the
+that no queued job may preempt hold, a shared GPU whole, as the placement
+search counts it), its integral over each bucket the
 family's room there. A job takes ``g`` GPUs of family ``(p, 1)``; a job that
 must sit on one node takes ``floor(g / s)`` pieces of each ``(p, s)``
 (``floor`` is superadditive), a gang of whole ``S``-GPU nodes
@@ -40,11 +41,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from whale_opt.bounds.analytic import earliest_starts, time_buckets, without_preemptible
+from whale_opt.bounds.analytic import earliest_starts, time_buckets
 from whale_opt.bounds.capacity import slots
-from whale_opt.placement.profile import Profile
-from whale_opt.problem_data import MILLI, Instance, QueuedJob
-from whale_opt.topology import NodeTopology, node_topologies, single_node
+from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt.topology import NodeTopology, single_node
 
 FIRST_BUCKET_S = 20.0  # buckets this long at first, where most starts and contention are
 BUCKET_GROWTH = 0.02  # then each bucket a fiftieth of its start time
@@ -88,28 +88,19 @@ def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float
     return _ascend(relaxation, upper, deadline) * (1 - SAFETY)
 
 
-def _used(instance: Instance) -> dict[int, Profile]:
-    """Per node, the GPUs its running jobs hold over time."""
-    used: dict[int, Profile] = {}
-    for job in instance.running:
-        for gpu in job.gpu_ids:
-            n = instance.parse_gpu(gpu).node
-            used.setdefault(n, Profile()).add(0, job.remaining_s, job.gpu_milli / MILLI)
-    return used
-
-
 def _relax(instance: Instance) -> _Relaxation | float:
     """The choices and families of ``instance``; or, when no job has a choice to
     price, the bound itself (each job at its least cost)."""
     starts = earliest_starts(instance)
     _, ends = starts.times()
+    state = starts.state  # the GPUs every valid decision leaves busy, per node
     weights = instance.weights
     horizon = instance.policy.horizon_s
-    topologies = node_topologies(instance)
     nodes_of: dict[str, list[int]] = {}
     for n, node in enumerate(instance.nodes):
         if not node.down and not node.draining and node.healthy_indices:
             nodes_of.setdefault(node.gpu_type, []).append(n)
+    topologies_of = {p: [state.topology(n) for n in ns] for p, ns in nodes_of.items()}
     fixed = 0.0
     jobs: list[tuple[int, float, list[tuple[str, int, float, _Shape]]]] = []
     sizes: dict[str, set[int]] = {p: {1} for p in nodes_of}
@@ -122,7 +113,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
         for p, d in instance.durations[k].items():
             release = starts.start(k, p)
             if p in nodes_of and release <= horizon:
-                shape = _Shape.of(job, [topologies[n] for n in nodes_of[p]])
+                shape = _Shape.of(job, topologies_of[p])
                 sizes[p].add(shape.piece)
                 options.append((p, d, release, shape))
         if options:
@@ -138,11 +129,9 @@ def _relax(instance: Instance) -> _Relaxation | float:
     while choices * len(grid) > MAX_OPTIONS and growth < 1:
         step, growth = step * 2, growth * 1.5
         grid = np.array(time_buckets(span, step=step, ratio=growth))
-    used = _used(without_preemptible(instance))
     families: dict[tuple[str, int], _Family] = {}
     for p, of_type in sizes.items():
-        healthy = [len(instance.nodes[n].healthy_indices) for n in nodes_of[p]]
-        nodes = [(used.get(n, Profile()), h) for n, h in zip(nodes_of[p], healthy, strict=True)]
+        nodes = [(state.gpu_profile(n), state.healthy_count(n)) for n in nodes_of[p]]
         for size in sorted(of_type):
             families[(p, size)] = _Family(slots(nodes, size).areas(grid))
     job_of, cost, hi, end = [], [], [], []
