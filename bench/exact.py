@@ -53,9 +53,10 @@ def _solve(instance: Instance, solver: str, limit_s: float) -> tuple[Decision, f
     return decision, wall
 
 
-def _p95(values: list[float]) -> float:
+def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values``: the nearest-rank value."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def small(seeds: int, limit_s: float) -> list[str]:
@@ -77,12 +78,14 @@ def small(seeds: int, limit_s: float) -> list[str]:
                         one_job.append(decision.wall_s)
             rows.append(
                 f"| {queued} | {gpus} | {len(walls)} | {proven / len(walls):.0%} | "
-                f"{statistics.median(walls):.3f} | {_p95(walls):.3f} | {max(walls):.3f} |"
+                f"{statistics.median(walls):.3f} | {_quantile(walls, 0.95):.3f} | "
+                f"{max(walls):.3f} |"
             )
     rows.append("")
     rows.append(
         f"1-job rounds: solve time (the decision's `wall_s`) p50 "
-        f"{statistics.median(one_job) * 1000:.1f} ms, p95 {_p95(one_job) * 1000:.1f} ms, "
+        f"{statistics.median(one_job) * 1000:.1f} ms, "
+        f"p95 {_quantile(one_job, 0.95) * 1000:.1f} ms, "
         f"max {max(one_job) * 1000:.1f} ms over {len(one_job)} rounds."
     )
     return rows
@@ -100,7 +103,7 @@ def medium(seeds: int, limit_s: float) -> list[str]:
     return [
         f"128 GPUs / 64 queued, {seeds} rounds over the four families, {limit_s:g} s: "
         f"proven optimal {proven}/{seeds}; wall p50 {statistics.median(walls):.2f} s, "
-        f"p95 {_p95(walls):.2f} s; gap to the reported bound median "
+        f"p95 {_quantile(walls, 0.95):.2f} s; gap to the reported bound median "
         f"{statistics.median(gaps):.1%}.",
     ]
 
@@ -156,20 +159,15 @@ def replay(jobs: int, sample: int, budget_s: float, limit_s: float) -> list[str]
         "| gap of | median | p90 |",
         "|---|---|---|",
         f"| the greedy to the analytic bound | {statistics.median(analytic):.2%} | "
-        f"{_p90(analytic):.2%} |",
+        f"{_quantile(analytic, 0.9):.2%} |",
         f"| the greedy to the Lagrangian bound (or the analytic, if higher) | "
-        f"{statistics.median(lagrangian):.2%} | {_p90(lagrangian):.2%} |",
+        f"{statistics.median(lagrangian):.2%} | {_quantile(lagrangian, 0.9):.2%} |",
         f"| cpsat at {limit_s:g} s to its reported bound | {statistics.median(final):.2%} | "
-        f"{_p90(final):.2%} |",
+        f"{_quantile(final, 0.9):.2%} |",
         "",
         f"The Lagrangian bound's time (given {budget_s:g} s; it stops once converged): "
         f"p50 {statistics.median(times):.2f} s, max {max(times):.2f} s.",
     ]
-
-
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
 TABLE = (
