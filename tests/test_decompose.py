@@ -160,6 +160,24 @@ def test_a_running_job_spanning_pools_may_be_preempted_in_neither() -> None:
         assert not cut.preemptible
 
 
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_a_cpu_only_running_job_keeps_its_cpu_in_its_pool(solver: str) -> None:
+    # One free 8-GPU node a rack; a CPU-only job holds 120 of n1's 128 CPUs.
+    instance = _two_rack_round(None).replace(
+        running=(RunningJob("c", (), 5000, node="n1", cpu=120),),
+        queue=tuple(QueuedJob(f"q{k}", 8, 1000, cpu=64) for k in range(2)),
+    )
+    parts = pools(instance, max_gpus=8)
+    home = next(pool for pool in parts if instance.node_index["n1"] in pool.nodes)
+    assert [job.id for job in sub_instance(instance, home, {}).running] == ["c"]
+    decision = solve_split(
+        instance, _pool(solver), solver, SolveOptions(time_limit_s=1.0), max_gpus=8
+    )
+    assert check(instance, decision) == []
+    starts = {item.id for item in decision.jobs if item.action is Action.START}
+    assert len(starts) == 1  # n1's CPUs are taken until the CPU-only job ends
+
+
 def test_merge_undoes_the_preemptions_the_whole_round_cap_forbids() -> None:
     instance = _two_rack_round(1)
     parts = pools(instance, max_gpus=8)

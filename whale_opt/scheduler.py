@@ -152,11 +152,7 @@ class Scheduler:
 
     def _adopt(self, held: RunningJob, now: int) -> None:
         """A job running in the initial cluster: its attempt started at ``started_at``."""
-        where = (
-            self.template.node_index[held.node]
-            if held.node is not None
-            else self.template.parse_gpu(held.gpu_ids[0]).node
-        )
+        where = self.template.held_nodes(held)[0]
         gpu_type = self.template.nodes[where].gpu_type
         attempt_s = held.remaining_s - held.started_at  # on its GPU type
         spec = QueuedJob(

@@ -96,7 +96,7 @@ def _assign(instance: Instance, view: _NodeView) -> list[Pool]:
     node_sets, where, gpus = view.node_sets, view.where, view.healthy
     backlog = [0.0] * len(node_sets)  # seconds of work per GPU already there
     for held in instance.running:
-        pool = where[instance.parse_gpu(held.gpu_ids[0]).node]
+        pool = where[instance.held_nodes(held)[0]]
         backlog[pool] += len(held.gpu_ids) * held.remaining_s / gpus[pool]
     assigned: list[list[int]] = [[] for _ in node_sets]
     for position in wspt_order(instance):

@@ -73,7 +73,7 @@ class _Merge:
             if r not in self.preempted:
                 continue
             self.preempted.discard(r)
-            nodes = {instance.parse_gpu(g).node for g in instance.running[r].gpu_ids}
+            nodes = set(instance.held_nodes(instance.running[r]))
             end = instance.running[r].remaining_s
             for k, placement in self.placements.items():
                 if placement is not None and placement.start < end and set(placement.nodes) & nodes:

@@ -41,7 +41,7 @@ def _pool_of_running(instance: Instance, parts: list[Pool]) -> dict[int, int | N
     where = {k: p for p, pool in enumerate(parts) for k in pool.nodes}
     out: dict[int, int | None] = {}
     for r, job in enumerate(instance.running):
-        held = {where[instance.parse_gpu(gpu).node] for gpu in job.gpu_ids}
+        held = {where[node] for node in instance.held_nodes(job)}
         out[r] = held.pop() if len(held) == 1 else None
     return out
 
@@ -61,11 +61,16 @@ def preemption_shares(instance: Instance, parts: list[Pool]) -> list[int | None]
 
 
 def running_gpus_by_pool(instance: Instance, parts: list[Pool]) -> list[dict[int, tuple[str, ...]]]:
-    """Per pool, each running job (by position) holding GPUs there, with those GPUs
-    (read once for all pools: each pool's own view of the running jobs)."""
+    """Per pool, each running job (by position) holding GPUs there, with those GPUs,
+    and each CPU-only running job on a node there, with none (read once for all
+    pools: each pool's own view of the running jobs)."""
     where = {k: p for p, pool in enumerate(parts) for k in pool.nodes}
     held: list[dict[int, list[str]]] = [defaultdict(list) for _ in parts]
     for r, job in enumerate(instance.running):
+        if job.node is not None:
+            pool = where.get(instance.node_index[job.node])
+            if pool is not None:
+                held[pool][r] = []
         for gpu in job.gpu_ids:
             pool = where.get(instance.parse_gpu(gpu).node)
             if pool is not None:
@@ -123,7 +128,7 @@ def sub_instance(
     running = []
     for r, mine in inside_gpus.items():
         job = instance.running[r]
-        share = len(mine) / len(job.gpu_ids)
+        share = len(mine) / len(job.gpu_ids) if job.gpu_ids else 1.0  # CPU-only: all here
         running.append(
             replace(
                 job,

@@ -317,6 +317,13 @@ class Instance:
         )
         return GpuRef(node_pos, index)
 
+    def held_nodes(self, job: RunningJob) -> tuple[int, ...]:
+        """Positions of the nodes running job ``job`` holds: its GPUs' nodes, in the
+        order of its GPUs, or the one node a CPU-only job runs on."""
+        if job.node is not None:
+            return (self.node_index[job.node],)
+        return tuple(dict.fromkeys(self.parse_gpu(gpu).node for gpu in job.gpu_ids))
+
     def lost_reason(self, job: RunningJob) -> str | None:
         """Why ``job`` is lost ("node n3 is down", "GPU n3/5 failed"; several
         joined by "; "), None when all its GPUs are healthy."""
