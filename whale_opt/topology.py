@@ -101,6 +101,29 @@ def popcount(mask: int) -> int:
     return mask.bit_count()
 
 
+def _reach(adjacency: tuple[int, ...], mask: int, start: int) -> int:
+    """The GPUs of ``mask`` NVLink-reachable from ``start`` (a one-GPU mask) within it."""
+    seen = frontier = start
+    while frontier:
+        low = frontier & -frontier
+        frontier ^= low
+        step = adjacency[low.bit_length() - 1] & mask & ~seen
+        seen |= step
+        frontier |= step
+    return seen
+
+
+def _components(adjacency: tuple[int, ...], mask: int) -> list[int]:
+    """Connected NVLink components of ``mask`` under ``adjacency``."""
+    parts = []
+    rest = mask
+    while rest:
+        seen = _reach(adjacency, mask, rest & -rest)
+        parts.append(seen)
+        rest &= ~seen
+    return parts
+
+
 @dataclass(frozen=True)
 class NodeTopology:
     """A node's NVLink structure as bit masks (derived from the graph).
@@ -131,34 +154,11 @@ class NodeTopology:
             return False
         if self.clique and mask & ~self.healthy == 0:
             return True
-        start = mask & -mask
-        seen = start
-        frontier = start
-        while frontier:
-            low = frontier & -frontier
-            frontier ^= low
-            step = self.adjacency[low.bit_length() - 1] & mask & ~seen
-            seen |= step
-            frontier |= step
-        return seen == mask
+        return _reach(self.adjacency, mask, mask & -mask) == mask
 
     def components(self, mask: int) -> list[int]:
         """Connected NVLink components of ``mask``."""
-        parts = []
-        rest = mask
-        while rest:
-            start = rest & -rest
-            seen = start
-            frontier = start
-            while frontier:
-                low = frontier & -frontier
-                frontier ^= low
-                step = self.adjacency[low.bit_length() - 1] & mask & ~seen
-                seen |= step
-                frontier |= step
-            parts.append(seen)
-            rest &= ~seen
-        return parts
+        return _components(self.adjacency, mask)
 
     def largest_block(self, mask: int) -> int:
         """Size of the largest NVLink-connected part of ``mask``."""
@@ -339,23 +339,32 @@ def choose_gpus(topo: NodeTopology, free: int, size: int, nvlink: bool) -> int |
         if nvlink and not topo.connected(chosen):
             return None
         return chosen
+    return _best_set(topo.adjacency, free, size, nvlink)
+
+
+# Keyed by the NVLink structure, not the node: identical nodes share answers, and a
+# round's list schedules, bounds and replays ask the same few (free, size) again
+# (a 16-GPU node with sparse links scans up to MAX_SUBSETS sets, ~20 ms, per ask).
+@lru_cache(maxsize=1 << 16)
+def _best_set(adjacency: tuple[int, ...], free: int, size: int, nvlink: bool) -> int | None:
+    """:func:`choose_gpus` past its shortcuts: the scan of ``free``'s ``size``-subsets."""
     best: tuple[int, int, int] | None = None
     best_mask = None
     for count, mask in enumerate(_subsets(free, size)):
         if count >= MAX_SUBSETS and best_mask is not None:
             break
-        if nvlink and not topo.connected(mask):
+        if nvlink and (not mask or _reach(adjacency, mask, mask & -mask) != mask):
             continue
-        score = _leftover_score(topo, free, mask)
+        score = _leftover_score(adjacency, free, mask)
         if best is None or score < best:
             best, best_mask = score, mask
     return best_mask
 
 
-def _leftover_score(topo: NodeTopology, free: int, mask: int) -> tuple[int, int, int]:
+def _leftover_score(adjacency: tuple[int, ...], free: int, mask: int) -> tuple[int, int, int]:
     """Lower is better: the largest free NVLink block left (negated), the number of
     free fragments left, then the mask itself (lowest indices)."""
-    parts = topo.components(free & ~mask)
+    parts = _components(adjacency, free & ~mask)
     return (-max((popcount(p) for p in parts), default=0), len(parts), mask)
 
 
@@ -364,7 +373,7 @@ def connected_sets(topo: NodeTopology, free: int, size: int, limit: int) -> list
     :func:`choose_gpus`'s order of preference (best first)."""
     free &= topo.healthy
     found = [m for m in _subsets(free, size) if topo.connected(m)]
-    found.sort(key=lambda m: _leftover_score(topo, free, m))
+    found.sort(key=lambda m: _leftover_score(topo.adjacency, free, m))
     return found[:limit]
 
 
