@@ -129,6 +129,27 @@ def test_prefer_nvlink_moves_a_node_job_onto_linked_gpus(name: str) -> None:
     assert nodes_of(item) == {"switch"} and item.dropped == ()
 
 
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_an_nvlink_shaped_try_and_an_nvlink_job_do_not_share_their_nodes(name: str) -> None:
+    # Rounds of one cluster share what eligibility found per job shape. An 8-GPU
+    # `node` job preferring NVLink tries the shape "nvlink, 8 GPUs" on its own nodes
+    # (here none: the big node is PCIe); a real 8-GPU NVLink job may take the two
+    # linked 4-GPU nodes as a gang. Neither answer may leak into the other, in
+    # either order.
+    nodes = (
+        Node("big", "a100", 8, "pcie"),
+        Node("s0", "a100", 4, "nvswitch"),
+        Node("s1", "a100", 4, "nvswitch"),
+    )
+    node_job = QueuedJob("j", 8, 100, topology="node", prefer_nvlink=True)
+    gang = QueuedJob("j", 8, 100, topology="nvlink")
+    for first, second in ((gang, node_job), (node_job, gang)):
+        placed(round_of(nodes, first), name)
+        _, item = placed(round_of(nodes, second), name)
+        expected = {"big"} if second is node_job else {"s0", "s1"}
+        assert item.action is Action.START and nodes_of(item) == expected
+
+
 def test_prefer_nvlink_picks_a_linked_pair_inside_a_node() -> None:
     # A "pairs" node with GPU 0 busy: 1+2 would be picked without the preference
     # (lowest ids among equal leftovers), 2+3 is the linked pair.

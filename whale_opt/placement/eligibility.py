@@ -69,7 +69,7 @@ class _Shapes:
     """What :class:`Eligibility` found per job shape on one tuple of topologies."""
 
     def __init__(self) -> None:
-        self.nodes: dict[tuple[tuple[str, ...], int, str], tuple[int, ...]] = {}
+        self.nodes: dict[tuple[tuple[str, ...], int, str, str | None], tuple[int, ...]] = {}
         self.groups: dict[tuple[object, ...], list[NodeGroup]] = {}
 
 
@@ -94,8 +94,11 @@ class Eligibility:
         """Nodes that could ever hold (part of) queued job ``position``, or of
         ``shaped``, the job with another topology (an NVLink-shaped try)."""
         job = self.instance.queue[position] if shaped is None else shaped
-        # Eligibility depends only on the job's shape: share it between alike jobs.
-        shape = (self.instance.eligible_types[position], job.gpu_count, job.topology)
+        # Eligibility depends only on the job's shape: share it between alike jobs. A
+        # shaped try is the job's own nodes that could host the shape, so it is keyed
+        # by the job's own topology too (never taken for a job of the shape's).
+        origin = None if shaped is None else self.instance.queue[position].topology
+        shape = (self.instance.eligible_types[position], job.gpu_count, job.topology, origin)
         if shape not in self._nodes:
             if shaped is None:
                 found = eligible_nodes(self.instance, position, self.topologies)
@@ -118,7 +121,8 @@ class Eligibility:
         whole ones depends on it), in node order; remembered per job shape."""
         job = self.instance.queue[position] if shaped is None else shaped
         types = self.instance.eligible_types[position]
-        key = (types, job.gpu_count, job.topology, gpu_type, within)
+        origin = None if shaped is None else self.instance.queue[position].topology
+        key = (types, job.gpu_count, job.topology, origin, gpu_type, within)  # as in eligible()
         # Groups within some nodes (a pool, a counterfactual) are this round's alone.
         memo = self._groups if within is None else self._within
         if key not in memo:
