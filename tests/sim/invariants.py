@@ -30,6 +30,8 @@ def with_actuals(trace: tuple[TraceJob, ...], seed: int) -> tuple[TraceJob, ...]
 
 def full_run_s(job: TraceJob, cluster: Instance, gpu_type: str) -> float:
     assert job.actual_duration_s is not None
+    if job.gpus == 0:
+        return job.actual_duration_s  # CPU-only: as long on any node
     return job.actual_duration_s / cluster.gpu_types[gpu_type].speed
 
 
