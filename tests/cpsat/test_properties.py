@@ -21,6 +21,7 @@ from whale_opt.problem_data import Instance
 from whale_opt.registry import get_policy
 from whale_opt.testing import instances
 
+from . import builders
 from .builders import TOLERANCE, assert_priced_exactly, model_from, solve_model
 
 INSTANCES = Path(__file__).resolve().parents[2] / "instances"
@@ -173,3 +174,18 @@ def test_model_from_the_greedy_decides_victims_validly_at_the_price_it_optimised
     # is what it optimised (model_from checks both).
     greedy = get_policy("wspt").decide(instance)
     model_from(instance, list(greedy.jobs), time_limit_s=0.2)
+
+
+def test_a_round_its_model_cannot_hold_keeps_the_decision_before_the_search(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 10^18 s of work overflows CP-SAT's 64-bit coefficients: the round does not
+    # raise; the greedy's decision stands, checked, and the stats and log say why.
+    instance = builders.round_of(
+        [builders.node("n0")], [builders.job("j0", 8, 10**18), builders.job("j1", 8)]
+    )
+    decision = CpSatPolicy().decide(instance, SolveOptions(time_limit_s=2.0))
+    assert check(instance, decision) == []
+    assert decision.stats["search_error"] == 1
+    assert decision.objective == get_policy("wspt").decide(instance).objective
+    assert "cpsat search failed" in caplog.text

@@ -190,6 +190,35 @@ class CpSatPolicy:
         tic = time.perf_counter()
         bound = reported_bound(instance, options.report_bound)
         stats["bound_s"] = time.perf_counter() - tic
+        try:
+            jobs, value, bound, proven = self._search(
+                instance, options, jobs, value, bound, orders, deadline, lns, stats
+            )
+        except Exception:  # a model that cannot be built or solved must not lose the round
+            log.exception("cpsat search failed on %s: the decision before it stands", instance.name)
+            stats.update(search_error=1, stalled=0)
+            proven = False
+        stats.update(lns.as_dict())
+        return self._finish(
+            instance, jobs, value, bound, proven, greedy, greedy_order, stats, started, repack
+        )
+
+    def _search(
+        self,
+        instance: Instance,
+        options: SolveOptions,
+        jobs: list[JobDecision],
+        value: float,
+        bound: float,
+        orders: list[list[int]],
+        deadline: float,
+        lns: LnsStats,
+        stats: dict[str, float | int],
+    ) -> tuple[list[JobDecision], float, float, bool]:
+        """The whole-round model, the Lagrangian bound, the order search and the
+        neighbourhoods (the module docstring's steps), from ``jobs`` of objective
+        ``value``: the best jobs, their objective, the bound and whether proven."""
+        limit = options.time_limit_s
         preset = self.preset
         proven = False
         # From here on the round may end early, once its search stops finding better.
@@ -244,8 +273,25 @@ class CpSatPolicy:
                     lns,
                     patience,
                 )
-        stats.update(lns.as_dict())
         stats["stalled"] = int(patience.stalled)
+        return jobs, value, bound, proven
+
+    def _finish(
+        self,
+        instance: Instance,
+        jobs: list[JobDecision],
+        value: float,
+        bound: float,
+        proven: bool,
+        greedy: list[JobDecision],
+        greedy_order: list[int],
+        stats: dict[str, float | int],
+        started: float,
+        repack: bool,
+    ) -> Decision:
+        """The decision: repacked when that costs no more, its status, and the greedy's
+        instead when the checker finds anything wrong with it."""
+        greedy_value = stats["greedy_value"]
         if repack and value < greedy_value - 1e-9:
             jobs, value = _repacked(instance, jobs, value, greedy_order, stats)
         improved = value < greedy_value - 1e-9
