@@ -21,30 +21,9 @@ from .invariants import CHECKPOINT, assert_invariants
 POLICIES = ("wspt", "frag-aware", "las", "cpsat")
 
 
-def _trace_job(job: QueuedJob, submit_s: int, ratio: float) -> TraceJob:
-    """``job`` arriving at ``submit_s``, running ``ratio`` times its estimate."""
-    actual = None if job.duration_s is None else max(1, int(job.duration_s * ratio))
-    return TraceJob(
-        id=job.id,
-        submit_s=submit_s,
-        gpus=job.gpu_count,
-        duration_s=job.duration_s,
-        actual_duration_s=actual,
-        duration_by_type_s=job.duration_by_type_s,
-        gpu_types=job.gpu_types,
-        min_gpu_memory_gb=job.min_gpu_memory_gb,
-        cpu=job.cpu,
-        memory_gb=job.memory_gb,
-        weight=job.weight,
-        tenant=job.tenant,
-        topology=job.topology,
-        preemptible=job.preemptible,
-        zone=job.zone,
-        priority_class=job.priority_class,
-        preferred_gpu_types=job.preferred_gpu_types,
-        prefer_nvlink=job.prefer_nvlink,
-        gpu_milli=job.gpu_milli,
-    )
+def _actual(job: QueuedJob, ratio: float) -> int | None:
+    """``ratio`` times ``job``'s estimate (None: it has estimates per type only)."""
+    return None if job.duration_s is None else max(1, int(job.duration_s * ratio))
 
 
 @st.composite
@@ -65,7 +44,7 @@ def replays(draw: st.DrawFn) -> tuple[tuple[TraceJob, ...], Instance, SimConfig]
         )
     )
     trace = tuple(
-        _trace_job(job, draw(st.integers(0, 20_000)), draw(st.floats(0.3, 2.0)))
+        TraceJob.of(job, draw(st.integers(0, 20_000)), _actual(job, draw(st.floats(0.3, 2.0))))
         for job in instance.queue
     )
     cluster = instance.replace(queue=(), running=())

@@ -168,22 +168,7 @@ def synthetic_trace(
     work = sum(job.gpu_count * (job.duration_s or 0) / mean_speed for job in jobs)
     mean_gap = work / (load * capacity) / n_jobs
     arrivals = np.cumsum(rng.exponential(mean_gap, n_jobs)) - mean_gap
-    return tuple(
-        TraceJob(
-            id=job.id,
-            submit_s=max(0, int(at)),
-            gpus=job.gpu_count,
-            duration_s=job.duration_s,
-            gpu_types=job.gpu_types,
-            min_gpu_memory_gb=job.min_gpu_memory_gb,
-            cpu=job.cpu,
-            memory_gb=job.memory_gb,
-            weight=job.weight,
-            tenant=job.tenant,
-            topology=job.topology,
-        )
-        for job, at in zip(jobs, arrivals, strict=True)
-    )
+    return tuple(TraceJob.of(job, max(0, int(at))) for job, at in zip(jobs, arrivals, strict=True))
 
 
 DEFAULT_CLASS_MIX: Mapping[str, float] = {"online": 0.15, "training": 0.55, "best-effort": 0.3}

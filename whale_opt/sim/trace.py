@@ -87,28 +87,46 @@ class TraceJob:
             )
         self.queued(self.duration_s or self.actual_duration_s)  # the request's own rules
 
+    @classmethod
+    def of(cls, job: QueuedJob, submit_s: int, actual_duration_s: int | None = None) -> TraceJob:
+        """Queued job ``job``'s request arriving at ``submit_s`` (its estimate as
+        ``duration_s``; the inverse of :meth:`queued`)."""
+        return cls(
+            submit_s=submit_s,
+            gpus=job.gpu_count,
+            duration_s=job.duration_s,
+            actual_duration_s=actual_duration_s,
+            **{name: getattr(job, name) for name in _REQUEST},
+        )
+
     def queued(self, estimate_s: int | None) -> QueuedJob:
         """The job as the scheduler sees it, with estimated duration ``estimate_s``."""
         return QueuedJob(
-            id=self.id,
             gpu_count=self.gpus,
             duration_s=estimate_s,
-            tenant=self.tenant,
-            gpu_types=self.gpu_types,
-            min_gpu_memory_gb=self.min_gpu_memory_gb,
-            cpu=self.cpu,
-            memory_gb=self.memory_gb,
-            weight=self.weight,
             submitted_at=self.submit_s,
-            topology=self.topology,
-            preemptible=self.preemptible,
-            zone=self.zone,
-            duration_by_type_s=self.duration_by_type_s,
-            priority_class=self.priority_class,
-            preferred_gpu_types=self.preferred_gpu_types,
-            prefer_nvlink=self.prefer_nvlink,
-            gpu_milli=self.gpu_milli,
+            **{name: getattr(self, name) for name in _REQUEST},
         )
+
+
+# What a trace job and a queued job both carry, under the same names.
+_REQUEST = (
+    "id",
+    "tenant",
+    "gpu_types",
+    "min_gpu_memory_gb",
+    "cpu",
+    "memory_gb",
+    "weight",
+    "topology",
+    "preemptible",
+    "zone",
+    "duration_by_type_s",
+    "priority_class",
+    "preferred_gpu_types",
+    "prefer_nvlink",
+    "gpu_milli",
+)
 
 
 # -- field types: each takes a JSON value or a CSV cell --------------------------
