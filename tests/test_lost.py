@@ -238,6 +238,33 @@ def test_a_start_on_a_lost_jobs_failed_gpu_is_refused() -> None:
 # -- the round API --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_shares_of_one_gpu_are_lost_together_when_their_node_goes_down(solver: str) -> None:
+    shares = (
+        RunningJob("s0", ("a0/1",), 500, gpu_milli=300),
+        RunningJob("s1", ("a0/1",), 900, gpu_milli=500),
+    )
+    cluster = Instance(
+        name="shared",
+        gpu_types={"A100": GpuType("A100", 80)},
+        nodes=(Node("a0", "A100", 4, "pcie"), Node("a1", "A100", 4, "pcie")),
+        running=shares,
+        queue=(QueuedJob("q", 2, 100, topology="any"),),
+    )
+    scheduler = Scheduler(cluster, solver)
+    scheduler.set_node_down("a0")
+    snapshot = scheduler.snapshot(0)  # two lost shares of one GPU: not a double booking
+    assert [job.id for job in snapshot.lost] == ["s0", "s1"]
+    decision = scheduler.decide(0)
+    assert check(snapshot, decision) == []
+    assert {item.id for item in decision.by_action(Action.LOST)} == {"s0", "s1"}
+    assert set(scheduler.queue) == {"s0", "s1"} and set(scheduler.running) == {"q"}
+    # Shares that would not fit one GPU are refused, lost or not.
+    too_much = (shares[0], RunningJob("s1", ("a0/1",), 900, gpu_milli=800))
+    with pytest.raises(FieldError, match="add up to 1100"):
+        snapshot.replace(lost=too_much)
+
+
 def test_the_round_api_requeues_a_lost_job_from_its_last_checkpoint() -> None:
     cluster = read_instance(LOST_FILE).replace(now=10_000)
     scheduler = Scheduler(cluster, "wspt")

@@ -39,6 +39,36 @@ of any job not overdue (see :attr:`Instance.weights`)."""
 _NODE_INDEX: IdentityMemo[tuple[Mapping[str, int], frozenset[str]]] = IdentityMemo(MEMO_SIZE)
 
 
+def _hold(
+    owner: dict[str, str],
+    shared: dict[str, int],
+    job: RunningJob,
+    gpu: str,
+    where: str,
+    path: str,
+) -> None:
+    """Record that ``job`` (at ``where``) holds ``gpu``: whole, when no one else holds
+    it, or a share beside other shares adding up to at most one GPU (owner: SHARED)."""
+    if not job.shares:
+        _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
+        owner[gpu] = job.id
+        return
+    _require(
+        owner.get(gpu, SHARED) == SHARED,
+        path,
+        gpu,
+        f"is held whole by {owner.get(gpu)}: no share fits beside it",
+    )
+    shared[gpu] = shared.get(gpu, 0) + job.gpu_milli
+    _require(
+        shared[gpu] <= MILLI,
+        f"{where}.gpu_milli",
+        job.gpu_milli,
+        f"shares of GPU {gpu} add up to {shared[gpu]} > {MILLI}",
+    )
+    owner[gpu] = SHARED
+
+
 @dataclass(frozen=True)
 class Instance:
     """One round: the cluster, what runs on it, the queue, tenants and policy.
@@ -112,8 +142,8 @@ class Instance:
                     "is not in gpu_types",
                 )
         object.__setattr__(self, "node_index", node_index)
-        owner = self._check_running()
-        self._check_lost(dict(owner))
+        owner, shared = self._check_running()
+        self._check_lost(dict(owner), dict(shared))
         object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
         object.__setattr__(
             self, "running_index", MappingProxyType({j.id: k for k, j in enumerate(self.running)})
@@ -180,7 +210,7 @@ class Instance:
             f"is not a priority class ({', '.join(sorted(self.priority_classes))})",
         )
 
-    def _check_running(self) -> dict[str, str]:
+    def _check_running(self) -> tuple[dict[str, str], dict[str, int]]:
         """Unique ids; GPUs that exist, work, and are held whole by one job or
         shared by jobs whose shares add up to at most one GPU (owner: SHARED)."""
         owner: dict[str, str] = {}
@@ -208,30 +238,14 @@ class Instance:
                     gpu,
                     "is on failed hardware: the job is lost (Instance.lost), not running",
                 )
-                if job.shares:
-                    _require(
-                        owner.get(gpu, SHARED) == SHARED,
-                        path,
-                        gpu,
-                        f"is held whole by {owner.get(gpu)}: no share fits beside it",
-                    )
-                    shared[gpu] = shared.get(gpu, 0) + job.gpu_milli
-                    _require(
-                        shared[gpu] <= MILLI,
-                        f"running[{k}].gpu_milli",
-                        job.gpu_milli,
-                        f"shares of GPU {gpu} add up to {shared[gpu]} > {MILLI}",
-                    )
-                    owner[gpu] = SHARED
-                    continue
-                _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
-                owner[gpu] = job.id
+                _hold(owner, shared, job, gpu, f"running[{k}]", path)
             self._check_class(f"running[{k}].priority_class", job.priority_class)
-        return owner
+        return owner, shared
 
-    def _check_lost(self, owner: dict[str, str]) -> None:
-        """Lost jobs: unique ids, GPUs that exist and no other job holds, and at
-        least one of them on failed hardware (else the job is running, not lost)."""
+    def _check_lost(self, owner: dict[str, str], shared: dict[str, int]) -> None:
+        """Lost jobs: unique ids, GPUs that exist and no other job holds (shares of one
+        GPU, lost together when it fails, as for running ones), and at least one of
+        them on failed hardware (else the job is running, not lost)."""
         seen = {job.id for job in self.running}
         for k, job in enumerate(self.lost):
             _require(job.id not in seen, f"lost[{k}].id", job.id, "duplicate job id")
@@ -239,8 +253,7 @@ class Instance:
             for g, gpu in enumerate(job.gpu_ids):
                 path = f"lost[{k}].gpus[{g}]"
                 self.parse_gpu(gpu, path)
-                _require(gpu not in owner, path, gpu, f"is already held by {owner.get(gpu)}")
-                owner[gpu] = job.id
+                _hold(owner, shared, job, gpu, f"lost[{k}]", path)
             _require(
                 self.lost_reason(job) is not None,
                 f"lost[{k}].gpus",
