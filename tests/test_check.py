@@ -348,6 +348,24 @@ def test_tenant_over_quota_through_running_jobs_may_keep_them() -> None:
     assert check(inst, decide(inst, start("q1", ["a1/0"]))) == []
 
 
+def test_quota_counts_shares_that_end_without_float_residue() -> None:
+    # Tenant cv runs 18.1 GPUs (shares 0.7, 0.1 and 0.3 among them): 9.1 end at t=1,
+    # 8 at t=2,034, 1 at t=6,963. A whole GPU planned at t=6,963 is exactly at the
+    # quota of 1 (summed as floats, the level there came out 1.0000000000000018).
+    running = [
+        RunningJob("w0", gpus("a0", *range(8)), 1, tenant="cv"),
+        RunningJob("w1", gpus("a1", *range(8)), 2034, tenant="cv"),
+        RunningJob("w2", ("a2/0",), 6963, tenant="cv"),
+        RunningJob("s0", ("v0/0",), 1, tenant="cv", gpu_milli=700),
+        RunningJob("s1", ("v0/0",), 1, tenant="cv", gpu_milli=100),
+        RunningJob("s2", ("v0/1",), 1, tenant="cv", gpu_milli=300),
+    ]
+    inst = cluster(job("q1", tenant="cv"), running=running, tenants={"cv": Tenant("cv", 1)})
+    assert check(inst, decide(inst, planned("q1", 6963, 7063, ["a2"], [1]))) == []
+    too_soon = decide(inst, planned("q1", 2034, 2134, ["a2"], [1]))
+    assert found(check(inst, too_soon)) == {("quota", "q1")}
+
+
 def test_quota_violation_names_the_job_that_breaks_it() -> None:
     inst = cluster(job("q1", 4, tenant="nlp"), tenants={"nlp": Tenant("nlp", 2)})
     decision = decide(inst, start("q1", gpus("a1", 0, 1, 2, 3)))

@@ -37,9 +37,13 @@ def first_overload(
             deltas[use.start] += amount(use)
             deltas[use.end] -= amount(use)
     level = 0.0
+    # Shares (thousandths of a GPU), CPUs and memory are floats: what ended leaves a
+    # residue in the running sum (21.1 - 10.1 = 11.000000000000002), never a real
+    # overload of a billionth.
+    slack = 1e-9 * max(1.0, abs(limit))
     for time in sorted(deltas):
         level += deltas[time]
-        if level <= limit:
+        if level <= limit + slack:
             continue
         news = [u for u in uses if u.new and u.start <= time < u.end and amount(u) > 0]
         if news:
