@@ -154,6 +154,21 @@ def test_planned_nvlink_job_on_a_node_without_such_a_block() -> None:
     assert found(check(inst, decision)) == {("nvlink", "q1")}
 
 
+def test_a_planned_nvlink_job_may_start_when_a_cpu_only_job_on_its_node_ends() -> None:
+    # p0's GPUs are linked in pairs only: a planned NVLink job there starts no earlier
+    # than the first end of a job on p0, and a CPU-only job is a job there (the
+    # planner counts its end; the checker counted GPU jobs only).
+    running = [
+        RunningJob("c", (), 50, node="p0", cpu=4),
+        RunningJob("r", ("p0/0",), 300),
+    ]
+    inst = cluster(job("q1", 2), running=running)
+    assert check(inst, decide(inst, planned("q1", 50, 150, ["p0"], [2]))) == []
+    assert found(check(inst, decide(inst, planned("q1", 10, 110, ["p0"], [2])))) == {
+        ("nvlink", "q1")
+    }
+
+
 def test_split_gang_gets_fewer_gpus_than_asked() -> None:
     inst = cluster(job("q1", 4))
     decision = decide(inst, start("q1", gpus("a0", 0, 1, 2)))

@@ -54,9 +54,11 @@ def waits_for_release(instance: Instance, job: QueuedJob, nodes: tuple[int, ...]
 
 def _nodes_of(instance: Instance, item: JobDecision) -> tuple[int, ...] | None:
     try:
+        if item.action is Action.START and item.cpu_only_node is not None:
+            return (instance.node_index[item.cpu_only_node],)
         if item.action is Action.START:
             return tuple(dict.fromkeys(instance.parse_gpu(g).node for g in item.gpu_ids))
-    except FieldError:
+    except (FieldError, KeyError):
         return None
     if item.action is Action.PLANNED and all(n in instance.node_index for n in item.nodes):
         return tuple(instance.node_index[n] for n in item.nodes)
@@ -79,7 +81,7 @@ def unreleased_plans(instance: Instance, items: Iterable[JobDecision]) -> dict[s
 
     for held in instance.running:
         if held.id not in preempted:
-            ends((instance.parse_gpu(g).node for g in held.gpu_ids), held.remaining_s)
+            ends(instance.held_nodes(held), held.remaining_s)  # CPU-only jobs end there too
     placed = []
     for item in items:
         nodes = _nodes_of(instance, item)
