@@ -128,6 +128,22 @@ def test_a_round_waits_for_its_decision(cluster: Instance) -> None:
         loop.advance()
 
 
+def test_a_quiet_stretch_costs_no_periodic_rounds(cluster: Instance) -> None:
+    """One job running a million periods: its replay pops a handful of events,
+    not one per period (before, a trace job of 10**20 s never ended)."""
+    long_job = TraceJob("long", submit_s=0, gpus=1, duration_s=300 * 10**6)
+    short_job = TraceJob("short", submit_s=1_000, gpus=1, duration_s=100)
+    loop = EventLoop((long_job, short_job), cluster, SimConfig(round_period_s=300))
+    rounds = []
+    while (pending := loop.advance()) is not None:
+        rounds.append((pending.now, pending.trigger))
+        loop.apply(loop.scheduler.propose(pending.now, pending.instance))
+    assert loop.completed == 2
+    # "long" runs on a GPU twice the reference speed: it ends at 150,000,000 s.
+    assert rounds == [(0, "period"), (1_000, "event"), (1_050, "event"), (150 * 10**6, "period")]
+    assert loop.seq < 20  # events pushed, periodic rounds included
+
+
 def on_failed_gpu(decision: Decision, instance: Instance) -> Decision:
     """``decision`` with its first started job moved onto the cluster's failed GPU."""
     failed = next(node.gpu_id(i) for node in instance.nodes for i in node.failed_gpus)

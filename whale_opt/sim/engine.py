@@ -112,6 +112,7 @@ class _State:
     dirty: bool = False
     stopping: bool = False
     event_round_at: int | None = None
+    period_armed: bool = False
 
 
 class EventLoop:
@@ -259,8 +260,9 @@ class EventLoop:
             end = self.attempts.start(item.id, item.gpu_ids, self.now, item.cpu_only_node)
             self.push(end, COMPLETE, (item.id, self.jobs[item.id].attempt))
             started += 1
-        if kept:
-            self.state.dirty = True  # preempted jobs wait in the queue for the next round
+        if kept:  # preempted jobs wait in the queue for the next round
+            self._arm_period(self.now)
+            self.state.dirty = True
         self._record_round(decision, wall, started, len(kept))
         self.state.stopping = self._should_stop()
 
@@ -287,10 +289,8 @@ class EventLoop:
             for node in self.cluster.nodes:
                 if not node.down:
                     self._next_failure(node.id, 0)
-        if self.config.round_period_s is not None and self.jobs:
-            first = min(run.trace.submit_s for run in self.jobs.values())
-            period = self.config.round_period_s
-            self.push(math.ceil(first / period) * period, ROUND, "period")
+        if self.jobs:
+            self._arm_period(min(run.trace.submit_s for run in self.jobs.values()))
 
     def _next_failure(self, node_id: str, after: int) -> None:
         assert self.config.mtbf_node_s is not None
@@ -314,8 +314,21 @@ class EventLoop:
         self.record.queued_at_end = frozenset(self.scheduler.queue)
         self.done = True
 
+    def _arm_period(self, after: int) -> None:
+        """The next periodic round, at the first multiple of the period from ``after``.
+
+        A periodic round that finds nothing changed does not arm the next one:
+        every round until the next change would be skipped as well. So a quiet
+        stretch (one job running for years) costs one event, not one per period.
+        """
+        period = self.config.round_period_s
+        if period is not None and not self.state.period_armed:
+            self.push(math.ceil(after / period) * period, ROUND, "period")
+            self.state.period_armed = True
+
     def _changed(self) -> None:
         """Something happened: the next round must run (now, on events)."""
+        self._arm_period(self.now)
         self.state.dirty = True
         if self.config.round_on_events and self.state.event_round_at is None:
             at = self.now + self.config.round_batch_s
@@ -326,7 +339,9 @@ class EventLoop:
         """A round event: whether it has anything to decide (the state changed)."""
         if trigger == "period":
             assert self.config.round_period_s is not None
-            self.push(self.now + self.config.round_period_s, ROUND, "period")
+            self.state.period_armed = False
+            if self.state.dirty:
+                self._arm_period(self.now + self.config.round_period_s)
         if self.state.event_round_at == self.now:
             self.state.event_round_at = None
         if not self.state.dirty:
