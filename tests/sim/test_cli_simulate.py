@@ -58,7 +58,7 @@ def test_simulate_bad_trace_is_one_line(tmp_path: Path, cluster: Instance) -> No
     )
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {trace}: line 2: malformed JSON: Expecting value (column 8)"
+        f"error: {trace}: line 2 column 8: malformed JSON: Expecting value (got end of line)"
     ]
 
 

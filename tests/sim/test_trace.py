@@ -49,8 +49,26 @@ def test_fields_defaults_and_conversions(tmp_path: Path) -> None:
     [
         (
             '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60}\n{"id": "b", "gpus": 1,\n',
-            "line 2: malformed JSON",
+            "line 2 column 23: malformed JSON: Expecting property name",
         ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "gpus": 2, "duration_s": 60}\n',
+            "line 1: gpus: duplicate key: given more than once in one object (got 1, then 2)",
+        ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 1' + "0" * 30 + "}\n",
+            "line 1: duration_s: integer out of the 64-bit range",
+        ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9' + "9" * 5000 + "}\n",
+            "line 1: duration_s: integer out of the 64-bit range",
+        ),
+        ('{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 1e400}\n', "line 1: duration_s: "),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 1e30}\n',
+            "line 1: duration_s: must be within the 64-bit range",
+        ),
+        ('{"id": "a", "submit_s": 0, "gpus": 1, "x": ' + "[" * 99 + "\n", "line 1: x"),
         (
             '{"id": "a", "submit_s": 0, "gpus": 2, "gpu_milli": 500, "duration_s": 60}\n',
             "line 1: gpu_milli: a share below 1000 is of one GPU: gpus must be 1, got 2 (got 500)",
@@ -87,6 +105,9 @@ def test_csv_errors_name_the_line(tmp_path: Path) -> None:
     header = "id,submit_s,gpus,duration_s\n"
     assert "line 3: must have 4 comma-separated cells" in error_of(
         path, header + "a,0,1,60\nb,0,1\n"
+    )
+    assert "line 2: gpus: must be within the 64-bit range, at most" in error_of(
+        path, header + "a,0,1e19,60\n"
     )
     assert "line 2: duration_s: must be a number (got 'soon')" in error_of(
         path, header + "a,0,1,soon\n"

@@ -16,9 +16,11 @@ from whale_opt.io.decision import read_decision as read_decision
 from whale_opt.io.decision import write_decision as write_decision
 from whale_opt.io.files import DECISION_FORMAT as DECISION_FORMAT
 from whale_opt.io.files import INSTANCE_FORMAT as INSTANCE_FORMAT
+from whale_opt.io.files import INT64_MAX as INT64_MAX
 from whale_opt.io.files import SCHEMAS as SCHEMAS
 from whale_opt.io.files import InputError as InputError
 from whale_opt.io.files import load_json as load_json
+from whale_opt.io.files import parse_json as parse_json
 from whale_opt.io.files import schema as schema
 from whale_opt.io.files import write_json as write_json
 from whale_opt.io.instance import instance_from_dict as instance_from_dict

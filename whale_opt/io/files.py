@@ -21,7 +21,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -168,7 +168,31 @@ def load_json(path: str | Path) -> Any:
         ) from exc
     if not text.strip():
         raise InputError(source, "(file)", f"is empty: no JSON value (got {len(data)} bytes)")
-    _check_depth(source, text)
+    return parse_json(source, text)
+
+
+def parse_json(source: str, text: str, line: int = 0) -> Any:
+    """``text`` as strict JSON (the rules above); an :class:`InputError` names
+    where it breaks one. With ``line``, ``text`` is that line of ``source`` (a
+    JSON-lines record), and the errors say so: ``line 3: gpus``, ``line 3 column 9``.
+    """
+
+    def place(lineno: int, colno: int) -> str:
+        return f"line {line or lineno} column {colno}"
+
+    def at(parts: Sequence[str | int | None]) -> str:
+        return f"line {line}: {_json_path(parts)}" if line else _json_path(parts)
+
+    deep = _too_deep(text)
+    if deep is not None:
+        parts, offset = deep
+        if None in parts:  # an object without a key: malformed there, so a place, not a path
+            lineno = text.count("\n", 0, offset) + 1
+            where = place(lineno, offset - text.rfind("\n", 0, offset))
+        else:
+            where = at(parts)
+        got = _show(text[offset : offset + 20])
+        raise InputError(source, where, f"nested deeper than {MAX_DEPTH} levels (got {got})")
     hooks = _StrictHooks()
     try:
         value = json.loads(
@@ -180,34 +204,18 @@ def load_json(path: str | Path) -> Any:
         )
     except json.JSONDecodeError as exc:
         found = text[exc.pos : exc.pos + 20].split("\n")[0]
-        got = _show(found) if found else "end of file" if exc.pos >= len(text) else "end of line"
+        end = "end of file" if exc.pos >= len(text) and not line else "end of line"
+        got = _show(found) if found else end
         raise InputError(
-            source,
-            f"line {exc.lineno} column {exc.colno}",
-            f"malformed JSON: {exc.msg} (got {got})",
+            source, place(exc.lineno, exc.colno), f"malformed JSON: {exc.msg} (got {got})"
         ) from exc
     except RecursionError as exc:  # not reached after _too_deep; never a traceback
-        raise InputError(source, "(file)", "nested too deep to read") from exc
+        where = f"line {line}" if line else "(file)"
+        raise InputError(source, where, "nested too deep to read") from exc
     if hooks.refused:
-        at, refused = _first_refused(value)
-        raise InputError(source, _json_path(at), refused.message)
+        path, refused = _first_refused(value)
+        raise InputError(source, at(path), refused.message)
     return value
-
-
-def _check_depth(source: str, text: str) -> None:
-    """An InputError, naming where, when ``text`` nests deeper than :data:`MAX_DEPTH`."""
-    deep = _too_deep(text)
-    if deep is None:
-        return
-    parts, offset = deep
-    if None in parts:  # an object without a key: malformed there, so a place, not a path
-        line = text.count("\n", 0, offset) + 1
-        column = offset - text.rfind("\n", 0, offset)
-        where = f"line {line} column {column}"
-    else:
-        where = _json_path(parts)
-    got = _show(text[offset : offset + 20])
-    raise InputError(source, where, f"nested deeper than {MAX_DEPTH} levels (got {got})")
 
 
 class _Refused:

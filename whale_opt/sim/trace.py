@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from whale_opt.io import InputError
+from whale_opt.io import INT64_MAX, InputError, parse_json
 from whale_opt.problem_data import DEFAULT_CLASS, FieldError, QueuedJob
 from whale_opt.sim.config import Outage
 
@@ -140,8 +140,7 @@ def _text(value: Any) -> str:
 
 def _seconds(value: Any) -> int:
     """A number of seconds; fractions round up to whole seconds."""
-    number = _number(value)
-    return math.ceil(number)
+    return _whole(math.ceil(_number(value)))
 
 
 def _number(value: Any) -> float:
@@ -159,7 +158,14 @@ def _count(value: Any) -> int:
     number = _number(value)
     if number != int(number):
         raise ValueError("must be a whole number")
-    return int(number)
+    return _whole(int(number))
+
+
+def _whole(number: int) -> int:
+    """``number``, if the solvers' 64-bit integers hold it (as in instance files)."""
+    if abs(number) > INT64_MAX:
+        raise ValueError(f"must be within the 64-bit range, at most {INT64_MAX} in size")
+    return number
 
 
 def _flag(value: Any) -> bool:
@@ -235,12 +241,7 @@ def _lines(path: Path, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    source, f"line {number}", f"malformed JSON: {exc.msg} (column {exc.colno})"
-                ) from exc
+            raw = parse_json(source, line, number)
             if not isinstance(raw, dict):
                 raise InputError(source, f"line {number}", "must be one JSON object")
             yield number, {k: v for k, v in raw.items() if v is not None}
