@@ -82,6 +82,14 @@ def test_snapshot_times_are_relative_to_now() -> None:
     assert held.started_at == -200 and held.remaining_s == 300
 
 
+def test_a_round_before_a_running_jobs_start_is_refused() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    scheduler.submit(_job("j", 8, 500, submitted=50))
+    _round(scheduler, 100)
+    with pytest.raises(ValueError, match="now=99 is before running job 'j' started \\(at 100\\)"):
+        scheduler.snapshot(99)
+
+
 # -- issue 6: classes, checkpoints, restores, drains, preemption, decomposition ----------
 
 

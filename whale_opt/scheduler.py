@@ -326,7 +326,17 @@ class Scheduler:
 
     def snapshot(self, now: int) -> Instance:
         """This round's instance: everything relative to ``now``; running jobs with
-        a GPU on failed hardware, not requeued yet, are its lost jobs."""
+        a GPU on failed hardware, not requeued yet, are its lost jobs.
+
+        Raises ValueError when ``now`` is before a running job's start: rounds
+        go forward in time.
+        """
+        for job_id, held in self.running.items():
+            if held.started_at > now:
+                raise ValueError(
+                    f"now={now} is before running job {job_id!r} started (at {held.started_at}):"
+                    " a round cannot come before the rounds it follows"
+                )
         held_now = tuple(
             RunningJob(
                 id=held.job.id,
