@@ -119,6 +119,22 @@ def test_bound_is_exact_for_one_job_on_an_idle_node() -> None:
     assert get_policy("wspt").decide(inst).objective == 200.0
 
 
+def test_weights_past_the_flows_integers_give_a_valid_bound() -> None:
+    """A weight of 1e16 (or one aged over years) once overflowed the flow's int64
+    costs, and every solver raised."""
+    inst = Instance(
+        "heavy",
+        {"A": GpuType("A", 80)},
+        (Node("n", "A", 1, "pcie"),),
+        queue=(QueuedJob("q0", 1, 1, weight=1e16), QueuedJob("q1", 1, 1)),
+    )
+    assert lower_bound(inst) <= 1e16 + 2
+    for solver in ("wspt", "cpsat"):
+        decision = get_policy(solver).decide(inst, SolveOptions(time_limit_s=0.5))
+        assert check(inst, decision) == []
+        assert decision.bound <= decision.objective == pytest.approx(1e16 + 2)
+
+
 # -- regressions: valid decisions the greedy and the bound once missed -------------------
 # (6-GPU NVLink job with a 4-GPU node of its type listed first; a gang of two 8-GPU
 # nodes in a rack whose first node has 4 GPUs; an 'any' job waiting for its tenant's

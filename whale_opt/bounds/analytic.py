@@ -228,7 +228,9 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
     defer = len(jobs) + len(types) * n_buckets
     sink = defer + 1
     total_weighted = sum(weights[k] * instance.deferred_cost_end(k) for k in jobs)
-    scale = max(1.0, 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0)))
+    # Costs are int64: scaled so that their sum stays below 2**62 (below 1 for
+    # huge weights; flooring then only lowers the bound, which stays valid).
+    scale = 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0))
     tails, heads, caps, costs = [], [], [], []
     for j, k in enumerate(jobs):
         job = instance.queue[k]
