@@ -56,6 +56,41 @@ def test_bad_input_is_422_with_path_and_value(
     assert answer.status_code == 422 and answer.json()["errors"][0]["path"] == "body.name"
 
 
+def test_bodies_are_read_as_strictly_as_files(
+    client: TestClient, small_raw: dict[str, Any]
+) -> None:
+    """What a file may not hold, a body may not either: before, a job of 10**30 s
+    was taken and every later round of its cluster answered 500, a NaN was a 500,
+    and of a key given twice the last was silently used."""
+    created = client.post("/v1/clusters", json={"name": "c", "instance": small_raw})
+    assert created.status_code == 201, created.text
+    headers = {"content-type": "application/json"}
+    cases = [
+        (
+            "/v1/clusters/c/jobs",
+            '{"job": {"id": "x", "gpus": 1, "duration_s": 1' + "0" * 30 + "}}",
+            "job.duration_s",
+            "integer out of the 64-bit range",
+        ),
+        ("/v1/clusters/c/decide", '{"now": NaN}', "now", "NaN and Infinity are not JSON"),
+        ("/v1/clusters/c/decide", '{"now": 1e400}', "now", "too large for a 64-bit float"),
+        ("/v1/clusters/c/decide", '{"now": 1, "now": 2}', "now", "duplicate key"),
+        (
+            "/v1/check",
+            '{"instance": ' + "[" * 70 + "]" * 70 + "}",
+            "instance" + "[0]" * 63,
+            "nested deeper than 64 levels",
+        ),
+    ]
+    for url, body, path, message in cases:
+        answer = client.post(url, content=body.encode(), headers=headers)
+        assert answer.status_code == 422, (url, body[:40], answer.text)
+        (error,) = answer.json()["errors"]
+        assert error["path"] == path and message in error["message"], answer.text
+    assert client.get("/v1/clusters/c").json()["queued"] == len(small_raw["queue"])
+    assert client.post("/v1/clusters/c/decide", json={"now": 1}).status_code == 200
+
+
 def test_body_too_large_is_413(make_client: Any, small_raw: dict[str, Any]) -> None:
     with make_client(max_body_bytes=2048) as small_client:
         padded = {**small_raw, "name": "x" * 4096}

@@ -52,7 +52,7 @@ class ApiError(Exception):
 def _plain(value: Any) -> Any:
     """``value`` if JSON can carry it, else its repr (bytes, sets, ...)."""
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)  # as the answer is rendered
     except (TypeError, ValueError):
         return repr(value)
     return value

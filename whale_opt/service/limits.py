@@ -1,8 +1,14 @@
-"""Request body size limit: a plain ASGI middleware that answers 413 past the limit.
+"""Request bodies: a plain ASGI middleware that answers 413 past the size limit,
+and 422 for JSON the files would refuse.
 
 The body is read (up to the limit) before the application sees it, so a
 client that lies in ``Content-Length`` or streams without one is cut off at
-the limit as well.
+the limit as well. A body is then held to the strict JSON of files
+(:func:`whale_opt.io.parse_json`): a key given twice, an integer beyond 64
+bits, ``NaN`` or ``1e999``, nesting past 64 levels are refused with their
+JSON path, as in a file (the web framework's reader would take the last of
+two keys and pass the others to the solvers). A body that is not JSON at all
+goes on to the framework, which answers 400.
 """
 
 from __future__ import annotations
@@ -10,6 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from fastapi.responses import JSONResponse
+
+from whale_opt.io import InputError, parse_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -48,6 +58,10 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        refused = _refused(body)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
         delivered = False
 
         async def replay() -> Message:
@@ -75,3 +89,24 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+def _refused(body: bytes) -> JSONResponse | None:
+    """The 422 for a JSON body the files' reader refuses; None to go on."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.strip():
+        return None
+    try:
+        parse_json("request body", text)
+    except InputError as exc:
+        if exc.message.startswith("malformed JSON"):
+            return None
+        path = "(body)" if exc.path == "(top level)" else exc.path
+        detail = f"{path}: {exc.message}"
+        return JSONResponse(
+            {"detail": detail, "errors": [{"path": path, "message": exc.message}]}, 422
+        )
+    return None
