@@ -118,6 +118,39 @@ def test_explain_and_whatif(client: TestClient, hetero_raw: dict[str, Any]) -> N
     assert any(item["id"] == "added" for item in diff.json()["jobs"])
 
 
+def test_explain_and_whatif_solve_under_the_servers_cap(
+    make_client: Any, small_raw: dict[str, Any], monkeypatch: Any
+) -> None:
+    """Before, both solved with the library's 10 s default, whatever the server's cap."""
+    import importlib
+
+    modules = [
+        importlib.import_module(f"whale_opt.explain.{m}") for m in ("counterfactuals", "whatif")
+    ]
+    limits: list[float] = []
+
+    def recording(solve: Any) -> Any:
+        def solve_and_record(instance: Any, solver: str, options: Any = None) -> Any:
+            limits.append(options.time_limit_s)
+            return solve(instance, solver, options)
+
+        return solve_and_record
+
+    for module in modules:
+        monkeypatch.setattr(module, "solve", recording(module.solve))
+    with make_client(max_time_limit_s=0.25) as capped:
+        body = {"instance": small_raw, "solver": "wspt", "counterfactuals": True}
+        assert capped.post("/v1/explain", json=body).status_code == 200
+        change = {"kind": "fail-node", "target": small_raw["nodes"][0]["id"]}
+        answer = capped.post("/v1/whatif", json={"instance": small_raw, "change": change})
+        assert answer.status_code == 200, answer.text
+        assert len(limits) >= 3 and set(limits) == {0.25}
+        change = {"kind": "preempt", "value": -1}  # was a 500 (an int is not a list)
+        answer = capped.post("/v1/whatif", json={"instance": small_raw, "change": change})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["errors"][0]["path"] == "change.value"
+
+
 def test_schemas_health_and_metrics(client: TestClient, small_raw: dict[str, Any]) -> None:
     assert client.get("/v1/schemas/instance").json()["title"].startswith("whale_opt instance")
     assert client.get("/v1/schemas/other").status_code == 422

@@ -77,7 +77,13 @@ async def check_endpoint(request: Request, body: CheckRequest) -> CheckResult:
 async def explain_endpoint(request: Request, body: ExplainRequest) -> list[dict[str, Any]]:
     """Explanations, most decisive reason first (counterfactuals re-solve: slower)."""
     result: list[dict[str, Any]] = await run(
-        request, work.explain_file, body.instance, body.jobs, body.solver, body.counterfactuals
+        request,
+        work.explain_file,
+        body.instance,
+        body.jobs,
+        body.solver,
+        body.counterfactuals,
+        service_of(request).config.max_time_limit_s,
     )
     return result
 
@@ -91,7 +97,12 @@ async def whatif_endpoint(request: Request, body: WhatIfRequest) -> dict[str, An
     """The jobs decided differently, and the objective before and after."""
     change = body.change.model_dump()
     result: dict[str, Any] = await run(
-        request, work.whatif_file, body.instance, change, body.solver
+        request,
+        work.whatif_file,
+        body.instance,
+        change,
+        body.solver,
+        service_of(request).config.max_time_limit_s,
     )
     return result
 

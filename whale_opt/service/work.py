@@ -143,20 +143,32 @@ def check_files(raw_instance: Any, raw_decision: Any) -> dict[str, Any]:
     }
 
 
+def _capped(options: SolveOptions, cap_s: float) -> SolveOptions:
+    """The instance's own options, its time limit capped by the server's."""
+    return options.replace(time_limit_s=min(options.time_limit_s, cap_s))
+
+
 def explain_file(
-    raw: Any, jobs: list[str] | None, solver: str, counterfactuals: bool
+    raw: Any, jobs: list[str] | None, solver: str, counterfactuals: bool, cap_s: float
 ) -> list[dict[str, Any]]:
-    """Why the jobs of an instance@1 object wait (every job not started by default)."""
+    """Why the jobs of an instance@1 object wait (every job not started by default);
+    each solve under the instance's time limit, capped at ``cap_s``."""
     from whale_opt.explain import explain
 
     known_solver(solver)
-    instance, _ = parse_instance(raw)
+    instance, options = parse_instance(raw)
     queued = set(instance.queue_index)
     for k, job_id in enumerate(jobs or ()):
         if job_id not in queued:
             raise WorkError(404, f"jobs[{k}]", "is not a queued job of the instance", job_id)
     try:
-        found = explain(instance, jobs, solver, with_counterfactuals=counterfactuals)
+        found = explain(
+            instance,
+            jobs,
+            solver,
+            with_counterfactuals=counterfactuals,
+            options=_capped(options, cap_s),
+        )
     except (FieldError, ValueError) as exc:
         raise _located("", exc) from None
     return [item.to_dict() for item in found]
@@ -170,12 +182,13 @@ def explain_job(instance: Instance, job_id: str) -> list[str]:
     return [reason.message for item in found for reason in item.reasons]
 
 
-def whatif_file(raw: Any, change: dict[str, Any], solver: str) -> dict[str, Any]:
-    """Re-solve an instance@1 object after one change; the differences."""
+def whatif_file(raw: Any, change: dict[str, Any], solver: str, cap_s: float) -> dict[str, Any]:
+    """Re-solve an instance@1 object after one change; the differences (each solve
+    under the instance's time limit, capped at ``cap_s``)."""
     from whale_opt.explain import Change, whatif
 
     known_solver(solver)
-    instance, _ = parse_instance(raw)
+    instance, options = parse_instance(raw)
     kind = change["kind"]
     value = change.get("value")
     jobs: tuple[Any, ...] = ()
@@ -184,10 +197,13 @@ def whatif_file(raw: Any, change: dict[str, Any], solver: str) -> dict[str, Any]
         if not jobs:
             raise WorkError(422, "change.jobs", "add-jobs needs at least one queue item", [])
     elif kind in ("gpu-types", "preempt"):
-        value = tuple(value or ())
+        value = (value,) if isinstance(value, str) else value or ()
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise WorkError(422, "change.value", f"{kind} takes a list of names", value)
+        value = tuple(value)
     try:
         edit = Change(kind, change.get("target") or "", value, jobs)
-        return whatif(instance, edit, solver).to_dict()
+        return whatif(instance, edit, solver, _capped(options, cap_s)).to_dict()
     except FieldError as exc:
         raise _located("change", exc) from None
     except KeyError as exc:
