@@ -18,7 +18,9 @@ from fastapi.testclient import TestClient
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 
 
-def pod(job_id: str | None, cluster: str | None = "c", index: int | None = None) -> dict[str, Any]:
+def pod(
+    job_id: str | None, cluster: str | None = "c", index: int | str | None = None
+) -> dict[str, Any]:
     """A pending v1.Pod as the API server stores it (and kube-scheduler marshals it)."""
     annotations = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
     if job_id is not None:
@@ -234,6 +236,11 @@ def test_node_index_pins_each_pod_of_a_gang(client: TestClient) -> None:
         assert list(result["FailedAndUnresolvableNodes"]) == [n for n in nodes if n != expected]
     unpinned = client.post("/extender/v1/filter", json=args(pod("big", "g"), ["h0", "h1"], True))
     assert sorted(unpinned.json()["NodeNames"]) == ["h0", "h1"]
+    # Not an index: the pod may go on any of the job's nodes (a "²" was a 500).
+    for index in ("\u00b2", "-1", "x"):
+        payload = args(pod("big", "g", index=index), ["h0", "h1"], True)
+        answer = client.post("/extender/v1/filter", json=payload)
+        assert answer.status_code == 200 and sorted(answer.json()["NodeNames"]) == ["h0", "h1"]
 
 
 def test_other_pods_pass_untouched_and_errors_are_reported(

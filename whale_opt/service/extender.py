@@ -176,7 +176,7 @@ async def _placement(service: Service, pod: KubeObject | None, cluster: str | No
     if held is not None:
         nodes = list(dict.fromkeys(gpu.rpartition("/")[0] for gpu in held.gpus))
         index = _tag(pod, NODE_INDEX_KEY)
-        if index is not None and index.isdigit() and int(index) < len(nodes):
+        if index is not None and index.isascii() and index.isdigit() and int(index) < len(nodes):
             nodes = [nodes[int(index)]]
         why = f"whale-opt placed job {job_id} on {', '.join(nodes)}"
         return Placement(frozenset(nodes), why, runtime)
