@@ -448,10 +448,10 @@ def test_failed_serialisation_keeps_existing_file(
     target = tmp_path / "decision.json"
     target.write_text('{"old": true}\n', "utf-8")
 
-    def broken_dump(*args: Any, **kwargs: Any) -> None:
+    def broken_sync(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk full while writing")
 
-    monkeypatch.setattr(json, "dump", broken_dump)
+    monkeypatch.setattr(os, "fsync", broken_sync)
     with pytest.raises(RuntimeError, match="disk full"):
         write_json(target, {"new": True})
     assert target.read_text("utf-8") == '{"old": true}\n'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import json
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,23 @@ def test_gavel_malformed() -> None:
         read_gavel(TRACES / "bad_gavel_throughputs.json")
 
 
+@pytest.mark.parametrize(
+    "v100",
+    [
+        {},
+        {"('ResNet-50 (batch size 64)', 1)": {"null": 0}, "('LM (batch size 20)', 2)": {"null": 3}},
+    ],
+)
+def test_gavel_without_a_class_measured_at_one_worker(tmp_path: Path, v100: object) -> None:
+    path = tmp_path / "thr.json"
+    path.write_text(json.dumps({"k80": {}, "p100": {}, "v100": v100}))
+    with pytest.raises(InputError) as caught:
+        read_gavel(path)
+    assert str(caught.value) == (
+        f'{path}: v100: has no job class measured at 1 worker (a "null" throughput > 0)'
+    )
+
+
 def test_assumptions_override(tmp_path: Path) -> None:
     path = tmp_path / "a.toml"
     path.write_text('rack_size = 1\n[gpu_models.G2]\nnvlink = "nvswitch"\n[qos]\nBE = 0.5\n')
@@ -94,3 +113,53 @@ def test_cli_import_bad_row_exits_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, "--trace-out", str(tmp_path / "t.csv")])
     assert result.exit_code == 2
     assert "line 4: num_gpu: must be an integer (got 'x')" in result.output
+
+
+PHILLY = ["import", "philly", "--machines", str(TRACES / "philly_machines.csv")]
+PHILLY += ["--jobs", str(TRACES / "philly_jobs.json")]
+
+
+@pytest.mark.parametrize(
+    ("cluster_out", "trace_out", "message"),
+    [
+        ("p.json", "p.txt", "p.txt: (file): unknown trace format '.txt'; use .csv or .jsonl"),
+        ("d.json", "p.csv", "d.json: cannot write: is a directory"),
+        ("p.json", "d.csv", "d.csv: cannot write: is a directory"),
+        ("p.json", "p.json", "p.json: cannot write the cluster and the trace to one file"),
+    ],
+)
+def test_cli_import_bad_output_writes_nothing(
+    tmp_path: Path, cluster_out: str, trace_out: str, message: str
+) -> None:
+    folders = [tmp_path / "d.json", tmp_path / "d.csv"]
+    for folder in folders:
+        folder.mkdir()
+    outputs = [
+        "--cluster-out",
+        str(tmp_path / cluster_out),
+        "--trace-out",
+        str(tmp_path / trace_out),
+    ]
+    result = CliRunner().invoke(main, [*PHILLY, *outputs])
+    assert result.exit_code == 2, result.output
+    assert f"error: {tmp_path / message}" in result.output
+    assert sorted(tmp_path.iterdir()) == sorted(folders)
+    assert not any(any(folder.iterdir()) for folder in folders)
+
+
+def test_cli_import_failed_write_keeps_old_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(path: Path, jobs: object) -> None:
+        Path(path).write_text("half a trace")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr("whale_opt.sim.write_trace", disk_full)
+    cluster, trace = tmp_path / "p.json", tmp_path / "p.csv"
+    cluster.write_text("the old cluster")
+    outputs = ["--cluster-out", str(cluster), "--trace-out", str(trace)]
+    result = CliRunner().invoke(main, [*PHILLY, *outputs])
+    assert result.exit_code == 2, result.output
+    assert f"error: {trace}: cannot write: No space left on device" in result.output
+    assert cluster.read_text() == "the old cluster"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]

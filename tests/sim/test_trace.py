@@ -114,6 +114,35 @@ def test_csv_errors_name_the_line(tmp_path: Path) -> None:
     )
 
 
+def test_bare_carriage_return_in_a_csv_cell_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "trace.csv"
+    message = error_of(path, "id,submit_s,gpus,duration_s\na,0,1,60\nb,0\r,1,60\n")
+    assert message == f"{path}: line 3: is not valid CSV: new-line character seen in unquoted field"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_write_trace_is_atomic(
+    tmp_path: Path, cluster: Instance, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / f"t{suffix}"
+    path.write_text("the old trace\n")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        write_trace(path, synthetic_trace(5, cluster, seed=1))
+    assert path.read_text() == "the old trace\n"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_write_trace_unknown_suffix_writes_nothing(tmp_path: Path, cluster: Instance) -> None:
+    with pytest.raises(InputError, match=r"t\.txt: \(file\): unknown trace format '\.txt'"):
+        write_trace(tmp_path / "t.txt", synthetic_trace(5, cluster, seed=1))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_suffix_and_missing_file(tmp_path: Path) -> None:
     assert "unknown trace format '.txt'" in error_of(tmp_path / "trace.txt", "x")
     with pytest.raises(InputError, match="cannot read"):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +44,44 @@ def _assumptions(path: Path | None) -> Any:
 def _write_outputs(
     cluster: Instance | None, out: Path | None, trace: Any, trace_out: Path | None
 ) -> None:
+    """Write the cluster and the trace: both, or on any failure neither.
+
+    Both paths are checked before anything is written; each file is written in
+    a fresh hidden folder beside its target and moved into place only once
+    all are written, so a failure leaves no half-made output (exit 2).
+    """
     from whale_opt.io import write_instance
     from whale_opt.sim import write_trace
+    from whale_opt.sim.trace import trace_format
 
-    for path in (out, trace_out):
-        if path is not None and not path.parent.is_dir():
-            _fail(path, "cannot write: no such directory")
+    outputs: list[tuple[str, Path, Callable[[Path], None]]] = []
     if cluster is not None and out is not None:
-        write_instance(out, cluster)
-        click.echo(f"cluster -> {out}")
+        outputs.append(("cluster", out, lambda path: write_instance(path, cluster)))
     if trace is not None and trace_out is not None:
-        write_trace(trace_out, trace)
-        click.echo(f"trace -> {trace_out}")
+        trace_format(trace_out)  # an unknown suffix is an InputError, before any writing
+        outputs.append(("trace", trace_out, lambda path: write_trace(path, trace)))
+    for _, path, _ in outputs:
+        if not path.parent.is_dir():
+            _fail(path, "cannot write: no such directory")
+        if path.is_dir():
+            _fail(path, "cannot write: is a directory")
+    if len({path.resolve() for _, path, _ in outputs}) < len(outputs):
+        _fail(outputs[0][1], "cannot write the cluster and the trace to one file")
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for _, target, write in outputs:
+            folder = Path(tempfile.mkdtemp(prefix=".whale-opt-", dir=target.parent))
+            staged.append((folder, target))
+            write(folder / target.name)
+        for folder, target in staged:
+            os.replace(folder / target.name, target)
+    except OSError as exc:
+        _fail(target, f"cannot write: {exc.strerror or exc}")
+    finally:
+        for folder, _ in staged:
+            shutil.rmtree(folder, ignore_errors=True)
+    for what, path, _ in outputs:
+        click.echo(f"{what} -> {path}")
 
 
 _data_option = click.option(

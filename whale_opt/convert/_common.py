@@ -1,4 +1,5 @@
-"""Shared by the converters: CSV rows with line numbers, typed cells, racks.
+"""Shared by the converters: CSV rows with line numbers, typed cells, node ids
+and GPU counts, ids that must be unique, racks.
 
 Every problem in a source row is an :class:`~whale_opt.io.InputError` naming
 the file, the line and the column, e.g.
@@ -14,8 +15,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from whale_opt.convert.assumptions import Assumptions, GpuModel
-from whale_opt.io import InputError
+from whale_opt.io import InputError, schema
 from whale_opt.problem_data import GpuType, Instance, Node
+from whale_opt.sim.trace import csv_records
+
+MAX_NODE_GPUS: int = schema("instance")["properties"]["nodes"]["items"]["properties"]["gpus"][
+    "maximum"
+]
+"""The most GPUs a node of an instance@1 file has (the published schema's limit)."""
 
 
 def read_text(path: str | Path) -> str:
@@ -77,8 +84,9 @@ def csv_rows(
     """
     source = str(path)
     reader = csv.reader(io.StringIO(read_text(path)))
+    records = csv_records(source, reader, reader)
     if header is None:
-        first = next(reader, None)
+        first = next(records, None)
         if first is None:
             raise InputError(source, "(file)", "is empty: no header line")
         header = [name.strip() for name in first]
@@ -87,7 +95,7 @@ def csv_rows(
         raise InputError(
             source, "line 1", f"missing column {missing[0]!r} (columns: {', '.join(header)})"
         )
-    for cells in reader:
+    for cells in records:
         if not any(cell.strip() for cell in cells):
             continue
         if len(cells) != len(header):
@@ -97,6 +105,43 @@ def csv_rows(
                 f"must have {len(header)} comma-separated cells (got {len(cells)})",
             )
         yield Row(source, reader.line_num, dict(zip(header, cells, strict=True)))
+
+
+class FirstSeen:
+    """Where each id of a file was first read (``line 4``, ``[3]``), so that a
+    repeat is an error naming both places."""
+
+    def __init__(self, source: str, what: str) -> None:
+        self.source = source
+        self.what = what
+        self.places: dict[str, str] = {}
+
+    def add(self, value: str, place: str, where: str) -> str:
+        """``value``, noted as read at ``place``; read before, an InputError at ``where``."""
+        first = self.places.setdefault(value, place)
+        if first != place:
+            raise InputError(
+                self.source, where, f"duplicate {self.what} {value!r} (first at {first})"
+            )
+        return value
+
+
+def node_id(row: Row, column: str, seen: FirstSeen) -> str:
+    """The node id in ``column``: a non-empty name without '/', not in ``seen`` yet."""
+    value = row.text(column)
+    if not value or "/" in value:
+        raise row.error(column, "must be a non-empty name without '/'")
+    return seen.add(value, f"line {row.line}", f"line {row.line}: {column}")
+
+
+def node_gpus(row: Row, column: str) -> int:
+    """The GPU count in ``column``: 0 (a machine without GPUs) to :data:`MAX_NODE_GPUS`."""
+    gpus = row.integer(column)
+    if gpus > MAX_NODE_GPUS:
+        raise row.error(
+            column, f"must be at most {MAX_NODE_GPUS} GPUs (an instance@1 node's limit)"
+        )
+    return gpus
 
 
 def model_of(row: Row, column: str, name: str, assumptions: Assumptions) -> GpuModel:

@@ -53,7 +53,11 @@ class GavelThroughputs:
 
 
 def read_gavel(path: str | Path) -> GavelThroughputs:
-    """The isolated throughputs of a Gavel ``simulation_throughputs.json``."""
+    """The isolated throughputs of a Gavel ``simulation_throughputs.json``.
+
+    At least one job class must be measured on V100 at 1 worker: jobs draw
+    their class among those measured at their scale factor, else at 1.
+    """
     source = str(path)
     raw = load_json(path)
     if not isinstance(raw, dict):
@@ -72,7 +76,13 @@ def read_gavel(path: str | Path) -> GavelThroughputs:
                     source, f"{where}.null", f"must be a throughput >= 0 (got {alone!r})"
                 )
             table.setdefault((name, gpus), {})[worker] = float(alone)
-    return GavelThroughputs(table)
+    throughputs = GavelThroughputs(table)
+    if not throughputs.classes(1):
+        # Jobs draw their class among these (the fallback at every scale factor).
+        raise InputError(
+            source, "v100", 'has no job class measured at 1 worker (a "null" throughput > 0)'
+        )
+    return throughputs
 
 
 def _job_key(source: str, where: str, key: str) -> tuple[str, int]:

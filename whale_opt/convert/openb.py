@@ -13,7 +13,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whale_opt.convert._common import Row, cluster, csv_rows, model_of
+from whale_opt.convert._common import (
+    FirstSeen,
+    Row,
+    cluster,
+    csv_rows,
+    model_of,
+    node_gpus,
+    node_id,
+)
 from whale_opt.convert.assumptions import DEFAULT_ASSUMPTIONS, Assumptions, GpuModel
 from whale_opt.io import InputError
 from whale_opt.problem_data import FieldError, Instance
@@ -84,8 +92,9 @@ def read_openb_cluster(
     machines: list[tuple[str, GpuModel, int, float, float]] = []
     skipped = 0
     by_model: Counter[str] = Counter()
+    seen = FirstSeen(str(path), "node id")
     for row in csv_rows(path, NODE_COLUMNS):
-        gpus = row.integer("gpu")
+        gpus = node_gpus(row, "gpu")
         if gpus == 0:
             skipped += 1
             continue
@@ -95,7 +104,7 @@ def read_openb_cluster(
         model = model_of(row, "model", model_name, assumptions)
         cpu = row.number("cpu_milli") / 1000
         memory_gb = row.number("memory_mib") / 1024
-        machines.append((_node_id(row), model, gpus, cpu, memory_gb))
+        machines.append((node_id(row, "sn", seen), model, gpus, cpu, memory_gb))
         by_model[model_name] += 1
     if not machines:
         raise InputError(str(path), "(file)", "has no GPU nodes")
@@ -107,13 +116,6 @@ def read_openb_cluster(
         by_model=dict(by_model),
     )
     return instance, report
-
-
-def _node_id(row: Row) -> str:
-    node_id = row.text("sn")
-    if not node_id or "/" in node_id:
-        raise row.error("sn", "must be a non-empty name without '/'")
-    return node_id
 
 
 def read_openb_trace(
@@ -146,13 +148,10 @@ def read_openb_trace(
     phases: Counter[str] = Counter()
     qos_seen: Counter[str] = Counter()
     rows: list[tuple[int, dict[str, object]]] = []
-    seen: dict[str, int] = {}
+    seen = FirstSeen(str(path), "pod name")
     for row in csv_rows(path, POD_COLUMNS):
         counts["rows"] += 1
-        name = row.text("name")
-        if name in seen:
-            raise row.error("name", f"duplicate pod name (first on line {seen[name]})")
-        seen[name] = row.line
+        name = seen.add(row.text("name"), f"line {row.line}", f"line {row.line}: name")
         phase = row.text("pod_phase")
         phases[phase] += 1
         gpus = row.integer("num_gpu")

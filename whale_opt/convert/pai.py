@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whale_opt.convert._common import cluster, csv_rows, model_of
+from whale_opt.convert._common import FirstSeen, cluster, csv_rows, model_of, node_gpus, node_id
 from whale_opt.convert.assumptions import DEFAULT_ASSUMPTIONS, Assumptions, GpuModel
 from whale_opt.io import InputError
 from whale_opt.problem_data import Instance
@@ -36,17 +36,16 @@ def read_pai_cluster(
     machines: list[tuple[str, GpuModel, int, float, float]] = []
     skipped = 0
     by_model: Counter[str] = Counter()
+    seen = FirstSeen(str(path), "machine id")
     for row in csv_rows(path, PAI_COLUMNS, header=PAI_COLUMNS):
-        gpus = row.integer("cap_gpu")
+        gpus = node_gpus(row, "cap_gpu")
         if gpus == 0:
             skipped += 1
             continue
         model_name = row.text("gpu_type")
         model = model_of(row, "gpu_type", model_name, assumptions)
-        node_id = row.text("machine")
-        if not node_id or "/" in node_id:
-            raise row.error("machine", "must be a non-empty name without '/'")
-        machines.append((node_id, model, gpus, row.number("cap_cpu"), row.number("cap_mem")))
+        machine = node_id(row, "machine", seen)
+        machines.append((machine, model, gpus, row.number("cap_cpu"), row.number("cap_mem")))
         by_model[model_name] += 1
     if not machines:
         raise InputError(str(path), "(file)", "has no machines with GPUs")

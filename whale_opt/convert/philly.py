@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from whale_opt.convert._common import cluster, csv_rows, model_of
+from whale_opt.convert._common import FirstSeen, cluster, csv_rows, model_of, node_gpus, node_id
 from whale_opt.convert.assumptions import DEFAULT_ASSUMPTIONS, Assumptions, GpuModel
 from whale_opt.io import InputError, load_json
 from whale_opt.problem_data import FieldError, Instance
@@ -49,17 +49,15 @@ def read_philly_cluster(
     """The cluster of a Philly machine list (no CPU or host memory given: 0)."""
     machines: list[tuple[str, GpuModel, int, float, float]] = []
     skipped = 0
+    seen = FirstSeen(str(path), "machine id")
     for row in csv_rows(path, MACHINE_COLUMNS):
-        gpus = row.integer("number of GPUs")
+        gpus = node_gpus(row, "number of GPUs")
         if gpus == 0:
             skipped += 1
             continue
         memory = row.text("single GPU mem")
         model = model_of(row, "single GPU mem", f"philly-{memory}", assumptions)
-        node_id = row.text("machineId")
-        if not node_id or "/" in node_id:
-            raise row.error("machineId", "must be a non-empty name without '/'")
-        machines.append((node_id, model, gpus, 0.0, 0.0))
+        machines.append((node_id(row, "machineId", seen), model, gpus, 0.0, 0.0))
     if not machines:
         raise InputError(str(path), "(file)", "has no machines with GPUs")
     instance = cluster(name or f"philly-{Path(path).stem}", machines, assumptions)
@@ -88,6 +86,9 @@ def read_philly_trace(
     if not isinstance(raw, list) or not raw:
         raise InputError(source, "(top level)", "must be a non-empty JSON list of jobs")
     parsed = [_parse(source, k, item) for k, item in enumerate(raw)]
+    seen = FirstSeen(source, "job id")
+    for k, (job_id, _, _, _) in enumerate(parsed):
+        seen.add(job_id, f"[{k}]", f"[{k}].id")
     first = min(submitted for _, submitted, _, _ in parsed)
     jobs = []
     for k, (job_id, submitted, gpus, run_s) in enumerate(parsed):

@@ -23,6 +23,7 @@ from whale_opt.io.files import load_json as load_json
 from whale_opt.io.files import parse_json as parse_json
 from whale_opt.io.files import schema as schema
 from whale_opt.io.files import write_json as write_json
+from whale_opt.io.files import write_text as write_text
 from whale_opt.io.instance import instance_from_dict as instance_from_dict
 from whale_opt.io.instance import instance_to_dict as instance_to_dict
 from whale_opt.io.instance import options_from_dict as options_from_dict

@@ -355,7 +355,12 @@ def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwarg
 
 
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` as JSON atomically (temp file, fsync, rename).
+    """Write ``payload`` as JSON atomically (:func:`write_text`)."""
+    write_text(path, json.dumps(payload, indent=1) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` atomically (temp file, fsync, rename).
 
     On any failure the target is untouched and no temp file is left. The
     temp file is created like any new file (mode 0o666 less the umask), not
@@ -365,9 +370,8 @@ def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:
     temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, indent=1)
-            stream.write("\n")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temp, target)

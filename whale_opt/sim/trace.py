@@ -14,12 +14,12 @@ import difflib
 import io
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from whale_opt.io import INT64_MAX, InputError, parse_json
+from whale_opt.io import INT64_MAX, InputError, parse_json, write_text
 from whale_opt.problem_data import DEFAULT_CLASS, FieldError, QueuedJob
 from whale_opt.sim.config import Outage
 
@@ -228,6 +228,35 @@ OUTAGE_FIELDS: dict[str, Callable[[Any], Any]] = {
 # -- reading ------------------------------------------------------------------------
 
 
+def trace_format(path: str | Path) -> str:
+    """``"csv"`` or ``"jsonl"``, by the suffix of ``path``; any other is an InputError."""
+    suffix = Path(path).suffix.lower()
+    if suffix in JSON_SUFFIXES:
+        return "jsonl"
+    if suffix != ".csv":
+        raise InputError(
+            str(path), "(file)", f"unknown trace format {suffix!r}; use .csv or .jsonl"
+        )
+    return "csv"
+
+
+class CsvLines(Protocol):
+    """A ``csv.reader``: the number of source lines it has read."""
+
+    @property
+    def line_num(self) -> int: ...
+
+
+def csv_records(source: str, records: Iterable[T], reader: CsvLines) -> Iterator[T]:
+    """``records`` as read by ``reader``; malformed CSV (a bare carriage return
+    in an unquoted cell, say) is an InputError naming the file and the line."""
+    try:
+        yield from records
+    except csv.Error as exc:
+        reason = str(exc).partition(" - ")[0]  # without Python's hint about open()
+        raise InputError(source, f"line {reader.line_num}", f"is not valid CSV: {reason}") from exc
+
+
 def _lines(path: Path, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, raw record) for each record of a CSV or JSON-lines file."""
     try:
@@ -236,8 +265,7 @@ def _lines(path: Path, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
         raise InputError(source, "(file)", f"cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise InputError(source, f"byte {exc.start}", "is not UTF-8 text") from exc
-    suffix = path.suffix.lower()
-    if suffix in JSON_SUFFIXES:
+    if trace_format(path) == "jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -245,9 +273,10 @@ def _lines(path: Path, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(raw, dict):
                 raise InputError(source, f"line {number}", "must be one JSON object")
             yield number, {k: v for k, v in raw.items() if v is not None}
-    elif suffix == ".csv":
+    else:
         reader = csv.DictReader(io.StringIO(text), restkey="\0extra")
-        for row in reader:
+        # reader.reader: a DictReader's own line_num lags behind on an error
+        for row in csv_records(source, reader, reader.reader):
             number = reader.line_num
             if "\0extra" in row or None in row.values():
                 width = len(reader.fieldnames or ())
@@ -255,8 +284,6 @@ def _lines(path: Path, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
                     source, f"line {number}", f"must have {width} comma-separated cells"
                 )
             yield number, {k.strip(): v.strip() for k, v in row.items() if v and v.strip()}
-    else:
-        raise InputError(source, "(file)", f"unknown trace format {suffix!r}; use .csv or .jsonl")
 
 
 def _record(
@@ -347,17 +374,20 @@ def _csv_cell(value: Any) -> str:
 
 
 def write_trace(path: str | Path, jobs: tuple[TraceJob, ...] | list[TraceJob]) -> None:
-    """Write ``jobs`` as CSV or JSON lines, following the suffix of ``path``."""
+    """Write ``jobs`` as CSV or JSON lines, following the suffix of ``path``.
+
+    Atomically, as :func:`~whale_opt.io.write_json`: on any failure the target
+    is untouched and no temp file is left.
+    """
     target = Path(path)
     rows = [_job_dict(job) for job in jobs]
-    if target.suffix.lower() in JSON_SUFFIXES:
-        target.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+    if trace_format(target) == "jsonl":
+        write_text(target, "".join(json.dumps(row) + "\n" for row in rows))
         return
-    if target.suffix.lower() != ".csv":
-        raise ValueError(f"unknown trace format {target.suffix!r}; use .csv or .jsonl")
     columns = [name for name in JOB_FIELDS if any(name in row for row in rows)]
-    with target.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_csv_cell(row[name]) if name in row else "" for name in columns])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_cell(row[name]) if name in row else "" for name in columns])
+    write_text(target, buffer.getvalue())
