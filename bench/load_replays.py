@@ -44,6 +44,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import ortools
 
@@ -70,6 +71,7 @@ def replay(
     trace: tuple[TraceJob, ...], cluster: Instance, args: argparse.Namespace
 ) -> list[tuple[str, SimResult, float]]:
     """Every policy of ``--policies`` on ``trace``: (policy, result, wall seconds)."""
+    cluster = with_policy(cluster, args)
     out = []
     for policy in args.policies.split(","):
         config = SimConfig(
@@ -112,7 +114,19 @@ def table(runs: list[tuple[str, SimResult, float]]) -> list[str]:
     return rows
 
 
+def with_policy(cluster: Instance, args: argparse.Namespace) -> Instance:
+    """``cluster`` with ``--max-wait`` and ``--aging`` over its policy's own."""
+    changes: dict[str, Any] = {}
+    if args.max_wait is not None:
+        changes["max_wait_s"] = None if args.max_wait == "none" else int(args.max_wait)
+    if args.aging is not None:
+        changes["aging_per_hour"] = args.aging
+    return cluster.replace(policy=replace(cluster.policy, **changes)) if changes else cluster
+
+
 def header(title: str, args: argparse.Namespace, lines: list[str]) -> list[str]:
+    ceiling = {None: "the policy's own", "none": "none"}.get(args.max_wait, f"{args.max_wait} s")
+    aging = "the policy's own" if args.aging is None else f"{args.aging:g}"
     return [
         f"# {title}",
         "",
@@ -121,6 +135,7 @@ def header(title: str, args: argparse.Namespace, lines: list[str]) -> list[str]:
         f" {platform.python_version()}, OR-Tools {ortools.__version__}; one run",
         f"- event rounds batched {args.batch} s; cpsat {args.cpsat_limit:g} s a round; every"
         " decision checked. Method: the docstring of `bench/load_replays.py`.",
+        f"- the cluster's wait ceiling: {ceiling}; aging {aging} per hour waited",
         *(f"- {line}" for line in lines),
         "",
     ]
@@ -273,6 +288,10 @@ def main() -> None:
     parser.add_argument("--cpsat-limit", type=float, default=1.0)
     parser.add_argument("--batch", type=int, default=60, help="event-round batch seconds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-wait", default=None, help="wait ceiling: seconds or none (default: the cluster's)"
+    )
+    parser.add_argument("--aging", type=float, default=None, help="default: the cluster's")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     started = time.perf_counter()
