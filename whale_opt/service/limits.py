@@ -20,6 +20,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from whale_opt.io import InputError, parse_json
+from whale_opt.service.errors import from_input_error
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -102,11 +103,7 @@ def _refused(body: bytes) -> JSONResponse | None:
     try:
         parse_json("request body", text)
     except InputError as exc:
-        if exc.message.startswith("malformed JSON"):
-            return None
-        path = "(body)" if exc.path == "(top level)" else exc.path
-        detail = f"{path}: {exc.message}"
-        return JSONResponse(
-            {"detail": detail, "errors": [{"path": path, "message": exc.message}]}, 422
-        )
+        if isinstance(exc.__cause__, json.JSONDecodeError):
+            return None  # not JSON at all: the framework's 400
+        return from_input_error(exc).response()
     return None
