@@ -58,6 +58,7 @@ from whale_opt.convert.gavel_stream import fluid_capacity_per_h, gavel_cluster, 
 from whale_opt.convert.philly import read_philly_cluster, read_philly_trace
 from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim import SimConfig, SimResult, simulate
+from whale_opt.sim.floor import replay_floor
 from whale_opt.sim.load import at_load, offered_load, sample_nodes
 from whale_opt.sim.metrics import gpu_seconds
 from whale_opt.sim.trace import TraceJob
@@ -90,17 +91,19 @@ def replay(
     return out
 
 
-def table(runs: list[tuple[str, SimResult, float]]) -> list[str]:
-    """One row a policy: JCTs, queueing delay, allocation, and cpsat against the best."""
+def table(runs: list[tuple[str, SimResult, float]], floor_s: float) -> list[str]:
+    """One row a policy: JCTs (and the weighted one over the replay's floor),
+    queueing delay, allocation, and cpsat against the best."""
     rows = [
-        "| policy | completed | weighted JCT h | avg JCT h | queue delay p50 min |"
+        "| policy | completed | weighted JCT h | x floor | avg JCT h | queue delay p50 min |"
         " queue delay p95 min | allocated GPU | rounds | wall s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for policy, result, wall in runs:
         s = result.summary
         rows.append(
             f"| {policy} | {s['completed']}/{s['jobs']} | {s['weighted_jct_s'] / 3600:.2f} |"
+            f" {s['weighted_jct_s'] / floor_s:.3f} |"
             f" {s['avg_jct_s'] / 3600:.2f} | {s['queue_delay_s_p50'] / 60:.1f} |"
             f" {s['queue_delay_s_p95'] / 60:.1f} | {s['gpu_utilisation']:.1%} |"
             f" {s['rounds']} | {wall:.0f} |"
@@ -111,7 +114,22 @@ def table(runs: list[tuple[str, SimResult, float]]) -> list[str]:
         best = min(heuristics, key=lambda p: heuristics[p])
         change = by_policy["cpsat"] / heuristics[best] - 1
         rows += ["", f"cpsat against the best heuristic ({best}): {change:+.1%} weighted JCT."]
-    return rows
+    return [*rows, "", floor_line(floor_s)]
+
+
+def floor_line(floor_s: float, of: str = "") -> str:
+    return (
+        f"The replay's floor{of}: {floor_s / 3600:.2f} h weighted JCT. No schedule beats it, not"
+        " even one that knows every arrival and preempts for free (`whale_opt.sim.floor`)."
+    )
+
+
+def floor_of(trace: tuple[TraceJob, ...], cluster: Instance, args: argparse.Namespace) -> float:
+    """The replay's floor (``whale_opt.sim.floor``) under the replays' own seed."""
+    started = time.perf_counter()
+    floor = replay_floor(trace, cluster, SimConfig(seed=args.seed))
+    print(f"floor: {floor / 3600:.2f} h, {time.perf_counter() - started:.0f} s", flush=True)
+    return floor
 
 
 def with_policy(cluster: Instance, args: argparse.Namespace) -> Instance:
@@ -175,7 +193,7 @@ def openb(args: argparse.Namespace) -> list[str]:
         f" (arrivals span {(trace[-1].submit_s - trace[0].submit_s) / 3600:.1f} h)",
     ]
     return header("openb in time, with GPU sharing", args, lines) + table(
-        replay(trace, cluster, args)
+        replay(trace, cluster, args), floor_of(trace, cluster, args)
     )
 
 
@@ -201,7 +219,7 @@ def philly(args: argparse.Namespace) -> list[str]:
     runs = replay(trace, cluster, args)
     return [
         *header("Philly's >= 4-GPU jobs at 90% load", args, lines),
-        *table(runs),
+        *table(runs, floor_of(trace, cluster, args)),
         "",
         *by_type(runs, wide),
     ]
@@ -269,6 +287,7 @@ def gavel(args: argparse.Namespace) -> list[str]:
         out += [
             "",
             f"Floor (each of the first {args.first} alone on its fastest type): {floor_h:.2f} h.",
+            floor_line(floor_of(trace, cluster, args), f", all {jobs} jobs"),
             "",
         ]
     return out

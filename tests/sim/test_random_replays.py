@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.sim import Outage, SimConfig, TraceJob, simulate
+from whale_opt.sim.floor import replay_floor
 from whale_opt.testing import instances
 
 from .invariants import CHECKPOINT, assert_invariants
@@ -73,5 +74,8 @@ def test_random_replays_keep_every_rule(
     trace, cluster, config = replay
     result = simulate(trace, cluster, config)  # a decision breaking a rule raises
     per_type = any(job.duration_by_type_s for job in trace)  # actuals the helpers can't derive
-    if (result.jobs["status"] == "completed").all() and not per_type:
-        assert_invariants(result, trace, cluster)
+    if (result.jobs["status"] == "completed").all():
+        # No schedule, clairvoyant or preemptive, beats the replay's floor.
+        assert replay_floor(trace, cluster, config) <= result.summary["weighted_jct_s"] + 1e-6
+        if not per_type:
+            assert_invariants(result, trace, cluster)

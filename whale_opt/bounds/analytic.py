@@ -188,12 +188,24 @@ def time_buckets(horizon: float, step: float = 300.0, ratio: float = 0.02) -> li
     return bounds
 
 
-def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> float:
-    """The time-indexed transportation bound (see module docstring), as a min-cost flow."""
+def flow_bound(
+    instance: Instance,
+    starts: list[float],
+    ends: list[float],
+    *,
+    weights: tuple[float, ...] | None = None,
+    step: float | None = None,
+) -> float:
+    """The time-indexed transportation bound (see module docstring), as a min-cost flow.
+
+    ``weights`` replace the instance's effective ones; ``step`` gives buckets
+    of that many seconds throughout (else they grow with time, see
+    :func:`time_buckets`, and coarsen to keep the flow about ``MAX_ARCS``).
+    """
     horizon = instance.policy.horizon_s
     capacity = _type_capacity(instance)
     jobs = [k for k in range(len(instance.queue)) if math.isfinite(starts[k])]
-    weights = instance.weights
+    weights = instance.weights if weights is None else weights
     outside = sum(
         weights[k] * min(ends[k], instance.deferred_cost_end(k))
         for k in range(len(instance.queue))
@@ -217,10 +229,13 @@ def flow_bound(instance: Instance, starts: list[float], ends: list[float]) -> fl
         return outside
     span = horizon + max(max(instance.durations[k].values()) for k in jobs)
     pairs = sum(len(instance.durations[k]) for k in jobs)
-    ratio = 0.02
-    while len(time_buckets(span, ratio=ratio)) * pairs > MAX_ARCS and ratio < 1.0:
-        ratio *= 1.5
-    grid = np.array(time_buckets(span, ratio=ratio))
+    if step is not None:
+        grid = np.array(time_buckets(span, step=step, ratio=0.0))
+    else:
+        ratio = 0.02
+        while len(time_buckets(span, ratio=ratio)) * pairs > MAX_ARCS and ratio < 1.0:
+            ratio *= 1.5
+        grid = np.array(time_buckets(span, ratio=ratio))
     types = sorted(capacity)
     n_buckets = len(grid) - 1
     # Node ids: jobs, then (type, bucket), then defer, then sink.
