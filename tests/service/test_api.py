@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from whale_opt.check import check
 from whale_opt.io import decision_from_dict, instance_from_dict
+from whale_opt.service.storage import Store
 
 
 def test_solve_answers_a_decision_the_checker_accepts(
@@ -220,3 +222,58 @@ def test_round_api_over_http(client: TestClient, hetero_raw: dict[str, Any]) -> 
     assert client.get("/v1/clusters").json()["clusters"][0]["name"] == "c"
     assert client.delete("/v1/clusters/c").status_code == 200
     assert client.get("/v1/clusters/c").status_code == 404
+
+
+def _cluster_at(client: TestClient, raw: dict[str, Any], now: int) -> str:
+    """Cluster ``c`` of ``raw``, its clock moved to ``now`` by a node event; that node."""
+    assert client.post("/v1/clusters", json={"name": "c", "instance": raw}).status_code == 201
+    node: str = raw["nodes"][0]["id"]
+    moved = client.post(f"/v1/clusters/c/nodes/{node}/down", json={"now": now, "down": False})
+    assert moved.status_code == 200, moved.text
+    assert client.get("/v1/clusters/c").json()["clock"] == now
+    return node
+
+
+def test_a_job_submitted_without_submitted_at_is_submitted_at_the_clock(
+    make_client: Any, tmp_path: Path, small_raw: dict[str, Any]
+) -> None:
+    """Before, it was taken as submitted at 0: on a clock at 10**6 s it had waited
+    10**6 s at once (its aged weight inflated, a wait ceiling tripped). The stamp
+    is the clock when the submission is applied; a retry and a restart keep it."""
+    now = 1_000_000
+    key = {"Idempotency-Key": "late"}
+    job = {"id": "late", "gpus": 1, "duration_s": 600}
+    with make_client() as client:
+        node = _cluster_at(client, small_raw, now)
+        answer = client.post("/v1/clusters/c/jobs", json={"job": job}, headers=key)
+        assert answer.status_code == 201, answer.text
+        assert client.get("/v1/clusters/c/jobs/late").json()["submitted_at"] == now
+        assert answer.json()["submitted_at"] == now
+        later = client.post(
+            f"/v1/clusters/c/nodes/{node}/down", json={"now": now + 500, "down": False}
+        )
+        assert later.status_code == 200
+        again = client.post("/v1/clusters/c/jobs", json={"job": job}, headers=key)
+        assert again.headers["Idempotent-Replayed"] == "true" and again.json() == answer.json()
+        assert client.get("/v1/clusters/c/jobs/late").json()["submitted_at"] == now
+    with make_client() as restarted:  # the same database: the log is replayed
+        assert restarted.get("/v1/clusters/c").json()["clock"] == now + 500
+        assert restarted.get("/v1/clusters/c/jobs/late").json()["submitted_at"] == now
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    stored = store.load("c")
+    store.close()
+    assert stored is not None
+    submits = [payload for _, kind, payload in stored.events if kind == "submit"]
+    assert [payload["job"]["submitted_at"] for payload in submits] == [now]
+
+
+def test_an_explicit_submitted_at_of_0_is_kept(
+    client: TestClient, small_raw: dict[str, Any]
+) -> None:
+    now = 1_000_000
+    _cluster_at(client, small_raw, now)
+    job = {"id": "old", "gpus": 1, "duration_s": 600, "submitted_at": 0}
+    answer = client.post("/v1/clusters/c/jobs", json={"job": job})
+    assert answer.status_code == 201, answer.text
+    assert client.get("/v1/clusters/c/jobs/old").json()["submitted_at"] == 0
+    assert answer.json()["submitted_at"] == 0

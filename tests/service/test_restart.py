@@ -114,11 +114,16 @@ def test_kill_during_decide_loses_nothing_and_starts_nothing_twice(
     assert answer.status_code == 200, answer.text
     started = {job["id"] for job in answer.json()["jobs"] if job["action"] == "start"}
     assert started
+    # Submitted without submitted_at: stamped with the clock (100), and the log keeps it.
+    late = {"id": "late", "gpus": 1, "duration_s": 600}
+    stamped = http.post("/v1/clusters/big/jobs", json={"job": late})
+    assert stamped.status_code == 201 and stamped.json()["submitted_at"] == 100, stamped.text
     seq = _state(server.url)["seq"]
     server.kill()
     server.start()
     state = _state(server.url)
     assert state["seq"] == seq and state["decided_at"] == 100
+    assert http.get("/v1/clusters/big/jobs/late").json()["submitted_at"] == 100
     assert started <= {job["id"] for job in state["running_jobs"]}
     _no_gpu_twice(state)
 

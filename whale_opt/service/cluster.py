@@ -6,8 +6,12 @@ Every change to a cluster is an *event* (``submit``, ``finish``,
 after a restart, so the two cannot differ. An event's payload holds what it
 needs to be replayed without the solver: a submitted job as a record, a
 round's decision as decision@1 (``decide`` is a solve, then an ``apply``
-event of its decision). :meth:`ClusterRuntime.precheck` refuses what the
-Scheduler would refuse, before anything changes.
+event of its decision). What an event takes from the cluster's state when it
+happens (a submission without ``submitted_at`` is submitted at the clock) is
+written into its payload by :meth:`ClusterRuntime.stamp` before it is
+applied and stored, so a replay reads the value, never takes it again.
+:meth:`ClusterRuntime.precheck` refuses what the Scheduler would refuse,
+before anything changes.
 """
 
 from __future__ import annotations
@@ -115,6 +119,17 @@ class ClusterRuntime:
 
     # -- events -------------------------------------------------------------------
 
+    def stamp(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` completed with what it takes from the cluster now (lock held).
+
+        A submitted job without ``submitted_at`` is submitted at :attr:`clock`; an
+        explicit value (0 included) is kept. The stamped payload is the one applied
+        and stored, so a replay after a restart gives the same time.
+        """
+        if kind != "submit" or "submitted_at" in payload["job"]:
+            return payload
+        return {**payload, "job": {**payload["job"], "submitted_at": self.clock}}
+
     def precheck(self, kind: str, payload: dict[str, Any]) -> None:
         """Raise the 4xx :meth:`apply_event` would meet; change nothing."""
         s = self.scheduler
@@ -142,9 +157,11 @@ class ClusterRuntime:
         s = self.scheduler
         out: dict[str, Any] = {}
         if kind == "submit":
+            if "submitted_at" not in payload["job"]:  # the record's default 0 is no time
+                raise ValueError("a submit event must be stamped first (ClusterRuntime.stamp)")
             job = codec.record(QueuedJob, payload["job"])
             s.submit(job, checkpoint_s=payload.get("checkpoint_s"))
-            out = {"job": job.id, "state": "queued"}
+            out = {"job": job.id, "state": "queued", "submitted_at": job.submitted_at}
         elif kind == "finish":
             s.finish(payload["job_id"])
             out = {"job": payload["job_id"], "state": "gone"}

@@ -163,17 +163,29 @@ async def delete_cluster(
 @router.post(
     "/v1/clusters/{name}/jobs",
     status_code=201,
-    summary="Submit a job (an instance@1 queue item; submitted_at on the cluster's clock)",
+    summary=(
+        "Submit a job (an instance@1 queue item; submitted_at on the cluster's clock,"
+        " its current clock if absent)"
+    ),
     **guarded(Role.SUBMIT, response_model=EventResult),
 )
 async def submit_job(
     request: Request, name: ClusterName, body: Submit, key: IdempotencyKey = None
 ) -> JSONResponse:
-    """Queued; the next round considers it."""
+    """Queued; the next round considers it.
+
+    Without ``submitted_at`` the job is submitted now: at the cluster's clock
+    when the submission is applied (the answer's ``submitted_at``; a retry with
+    the same ``Idempotency-Key`` and a restart keep that time). An explicit
+    ``submitted_at``, 0 included, is kept as given.
+    """
     service = service_of(request)
     runtime = service.get(name)
     job = work.queue_items([body.job], runtime.probe, "job", single=True)[0]
-    payload = {"job": codec.plain(job), "checkpoint_s": body.checkpoint_s}
+    record = codec.plain(job)
+    if "submitted_at" not in body.job:  # the parsed job says 0: the file format's default
+        del record["submitted_at"]  # stamped under the lock (ClusterRuntime.stamp)
+    payload = {"job": record, "checkpoint_s": body.checkpoint_s}
     return await _event(request, name, key, body, "submit", payload, 201)
 
 

@@ -1,11 +1,12 @@
 """The service's parts in one place, and the one way a cluster changes.
 
 :meth:`Service.commit` is how every change happens: under the cluster's
-lock, check it (:meth:`ClusterRuntime.precheck`), apply it in memory, then
-write the event and the answer in one transaction; only then is the answer
-sent. If the write fails the cluster is reloaded from the database, so
-memory never keeps what the database lacks. Reads take the same lock, so
-nobody sees a change before it is committed.
+lock, complete it with what it takes from the cluster now
+(:meth:`ClusterRuntime.stamp`), check it (:meth:`ClusterRuntime.precheck`),
+apply it in memory, then write the event and the answer in one transaction;
+only then is the answer sent. If the write fails the cluster is reloaded
+from the database, so memory never keeps what the database lacks. Reads take
+the same lock, so nobody sees a change before it is committed.
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ class Service:
         status: int = 200,
     ) -> JSONResponse:
         """Apply event ``kind`` to ``runtime`` (lock held), store it with its answer,
-        and return that answer: ``body`` of what the event did."""
+        and return that answer: ``body`` of what the event did. The payload is
+        stamped first (:meth:`ClusterRuntime.stamp`) and stored as stamped."""
+        payload = runtime.stamp(kind, payload)
         runtime.precheck(kind, payload)
         try:
             done = runtime.apply_event(kind, payload)

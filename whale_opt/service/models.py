@@ -126,9 +126,15 @@ class ClusterCreate(Strict):
 
 
 class Submit(Strict):
-    """A job to queue; its ``submitted_at`` is on the cluster's clock."""
+    """A job to queue; its ``submitted_at`` is on the cluster's clock (absent: now,
+    the cluster's clock when the submission is applied)."""
 
-    job: QueueItemBody
+    job: QueueItemBody = Field(
+        description=(
+            "An instance@1 queue item. Its submitted_at is on the cluster's clock; absent,"
+            " it is the clock when the submission is applied (an explicit 0 is kept)."
+        )
+    )
     checkpoint_s: Seconds | None = Field(default=None, description="Its restore time.")
 
 
