@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from whale_opt.cli import main
 from whale_opt.io import write_instance
-from whale_opt.problem_data import Instance
-from whale_opt.sim import synthetic_trace, write_trace
+from whale_opt.problem_data import GpuType, Instance, Node, Policy
+from whale_opt.sim import TraceJob, synthetic_trace, write_trace
 from whale_opt.sim.synthetic import tenant_cluster, tenant_trace
 
 
@@ -127,3 +128,47 @@ def test_simulate_bad_aging_is_one_line(tmp_path: Path, cluster: Instance) -> No
     result = CliRunner().invoke(main, ["simulate", *arguments, "--aging", "-1"])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --aging:")
+
+
+def _waiting_pair(tmp_path: Path) -> list[str]:
+    """One GPU busy until 5,000 s; L (3,000 s) has waited since 1 s, S (100 s) since 4,990 s."""
+    types = {"g": GpuType("g", 80)}
+    cluster = Instance("one", types, (Node("n0", "g", 1),), policy=Policy(aging_per_hour=0))
+    write_instance(tmp_path / "cluster.json", cluster)
+    trace = (
+        TraceJob("first", 0, 1, duration_s=5_000),
+        TraceJob("L", 1, 1, duration_s=3_000),
+        TraceJob("S", 4_990, 1, duration_s=100),
+    )
+    write_trace(tmp_path / "trace.csv", trace)
+    return ["simulate", str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
+
+
+def _started(out: Path) -> dict[str, float]:
+    jobs = pd.read_csv(out / "wspt-jobs.csv")
+    return dict(zip(jobs["id"], jobs["first_start_s"], strict=True))
+
+
+def test_max_wait_sets_the_replays_wait_ceiling(tmp_path: Path) -> None:
+    arguments = _waiting_pair(tmp_path)
+    runs = {}
+    for ceiling in ("60", "none"):
+        out = tmp_path / ceiling
+        result = CliRunner().invoke(main, [*arguments, "--max-wait", ceiling, "--check", "-o", out])
+        assert result.exit_code == 0, result.output
+        runs[ceiling] = _started(out)
+    assert runs["60"]["L"] == 5_000  # overdue: ahead of Smith's order
+    assert runs["none"]["S"] == 5_000  # Smith's order: the short job first
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("soon", "'soon' is neither whole seconds nor 'none'"),
+        ("-5", "error: --max-wait:"),
+    ],
+)
+def test_a_bad_max_wait_is_one_line(tmp_path: Path, value: str, message: str) -> None:
+    result = CliRunner().invoke(main, [*_waiting_pair(tmp_path), "--max-wait", value])
+    assert result.exit_code == 2
+    assert message in result.stderr

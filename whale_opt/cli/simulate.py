@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,30 @@ from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
 from whale_opt.io import read_instance
 from whale_opt.problem_data import FieldError
 from whale_opt.registry import REGISTRY
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A ``--max-wait`` given: seconds, or None for no ceiling."""
+
+    seconds: int | None
+
+
+class MaxWait(click.ParamType):
+    """Whole seconds, or ``none``."""
+
+    name = "seconds|none"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Ceiling):
+            return value
+        text = str(value).strip()
+        if text.lower() == "none":
+            return Ceiling(None)
+        try:
+            return Ceiling(int(text))
+        except ValueError:
+            self.fail(f"{value!r} is neither whole seconds nor 'none'", param, ctx)
 
 
 @main.command(name="simulate")
@@ -96,6 +120,12 @@ from whale_opt.registry import REGISTRY
     default=None,
     help="Aging per hour waited (default: the cluster file's policy).",
 )
+@click.option(
+    "--max-wait",
+    type=MaxWait(),
+    default=None,
+    help="The wait ceiling, seconds or 'none' (default: the cluster file's policy).",
+)
 @click.option("--time-limit", type=float, default=None, help="Seconds per round (CP-SAT).")
 @click.option("--preset", default=None, help="CP-SAT parameter preset.")
 @click.option("--end", type=int, default=None, help="Stop at this simulated second.")
@@ -122,10 +152,13 @@ def simulate_command(
         changes["allow_preemption"] = options["preemption"]
     if options["aging"] is not None:
         changes["aging_per_hour"] = options["aging"]
+    if options["max_wait"] is not None:
+        changes["max_wait_s"] = options["max_wait"].seconds
     try:
         cluster = cluster.replace(policy=replace(cluster.policy, **changes))
     except FieldError as exc:
-        click.echo(f"error: --aging: {exc.message} (got {exc.value!r})", err=True)
+        flag = {"aging_per_hour": "--aging", "max_wait_s": "--max-wait"}.get(exc.path, exc.path)
+        click.echo(f"error: {flag}: {exc.message} (got {exc.value!r})", err=True)
         sys.exit(EXIT_BAD_INPUT)
     failures = options["failures_file"]
     outages = read_outages(failures) if failures is not None else ()
