@@ -6,7 +6,8 @@ Run alone on an idle machine::
     .venv/bin/python bench/sim_bench.py --cpsat 2        # and cpsat, 2 s a round
     .venv/bin/python bench/sim_bench.py --jobs 1000      # a quick look
 
-Prints the wall time of each replay and the side-by-side summary.
+Prints the wall time of each replay, the side-by-side summary, and each
+policy's weighted JCT over the replay's floor (:mod:`whale_opt.sim.floor`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import time
 
 from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
+from whale_opt.sim.floor import replay_floor
 from whale_opt.sim.metrics import summary_table
 
 
@@ -52,6 +54,13 @@ def main() -> None:
         print(f"{config.policy}: {wall:.1f} s wall, {len(result.rounds)} rounds", flush=True)
         results.append(result)
     print(summary_table(results))
+    floor = replay_floor(trace, cluster, base)
+    print(f"the replay's floor (no schedule does better): {floor:,.0f} s weighted JCT")
+    for config, result in zip(runs, results, strict=True):
+        done = result.summary["completed"] == len(trace)
+        share = result.summary["weighted_jct_s"] / floor
+        ratio = f"x{share:.3f}" if done else "(not all completed)"
+        print(f"  {config.policy}: {ratio}")
 
 
 if __name__ == "__main__":
