@@ -172,3 +172,20 @@ def test_a_bad_max_wait_is_one_line(tmp_path: Path, value: str, message: str) ->
     result = CliRunner().invoke(main, [*_waiting_pair(tmp_path), "--max-wait", value])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_floor_bounds_every_policy_and_is_written(tmp_path: Path, cluster: Instance) -> None:
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(30, cluster, load=1.5, seed=3))
+    out = tmp_path / "results"
+    arguments = [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
+    policies = ["--policy", "wspt", "--policy", "fifo", "--noise", "0.3", "--floor", "-o", out]
+    result = CliRunner().invoke(main, ["simulate", *arguments, *policies])
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(out / "summary.csv", index_col=0)
+    floor = float(summary.loc["floor_weighted_jct_s", "wspt"])
+    for policy in ("wspt", "fifo"):
+        jct = float(summary.loc["weighted_jct_s", policy])
+        assert 0 < floor <= jct
+        assert f"  {policy}: x{jct / floor:.3f} the floor" in result.stdout
+    assert f"floor: {floor:,.0f} s weighted JCT" in result.stdout

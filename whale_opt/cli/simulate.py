@@ -130,6 +130,12 @@ class MaxWait(click.ParamType):
 @click.option("--preset", default=None, help="CP-SAT parameter preset.")
 @click.option("--end", type=int, default=None, help="Stop at this simulated second.")
 @click.option("--check", "check_rounds", is_flag=True, help="Check every round's decision.")
+@click.option(
+    "--floor",
+    "with_floor",
+    is_flag=True,
+    help="Also bound every schedule's weighted JCT from below, and show each policy against it.",
+)
 @_input_errors
 def simulate_command(
     trace_file: Path,
@@ -142,6 +148,7 @@ def simulate_command(
     from tqdm import tqdm
 
     from whale_opt.sim import SimConfig, read_outages, read_trace, simulate
+    from whale_opt.sim.floor import replay_floor
     from whale_opt.sim.metrics import compare, summary_table
     from whale_opt.sim.plots import plot_all
 
@@ -188,10 +195,30 @@ def simulate_command(
             sys.exit(EXIT_BAD_INPUT)
         result.write(output)
         results.append(result)
-    compare(results).to_csv(output / "summary.csv")
+    table = compare(results)
+    # The floor reads the seed and the noise alone: every policy's config has the same.
+    floor = replay_floor(trace, cluster, config) if options["with_floor"] else None
+    if floor is not None:
+        table.loc["floor_weighted_jct_s"] = floor
+    table.to_csv(output / "summary.csv")
     plot_all(results, output)
     click.echo(summary_table(results))
+    if floor is not None:
+        click.echo(floor_lines(floor, results, len(trace)))
     click.echo(f"tables and plots in {output}/")
+
+
+def floor_lines(floor: float, results: list[Any], jobs: int) -> str:
+    """The floor, and each policy's weighted JCT over it (a policy that left jobs
+    unfinished is not compared: its figure covers the finished ones only)."""
+    lines = [f"floor: {floor:,.0f} s weighted JCT; no schedule of this trace does better"]
+    for result in results:
+        summary = result.summary
+        if summary["completed"] == jobs:
+            lines.append(f"  {result.policy}: x{summary['weighted_jct_s'] / floor:.3f} the floor")
+        else:
+            lines.append(f"  {result.policy}: {summary['completed']} of {jobs} jobs completed")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover
