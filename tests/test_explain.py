@@ -9,7 +9,7 @@ import pytest
 from whale_opt.decision import Action
 from whale_opt.explain import Explanation, apply_change, explain
 from whale_opt.io import read_instance
-from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob, RunningJob, Tenant
+from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob, Tenant
 from whale_opt.solve import solve
 
 INSTANCES = Path(__file__).resolve().parent.parent / "instances"
@@ -29,6 +29,10 @@ def _cluster(*nodes: Node, running=(), queue=(), tenants=None) -> Instance:  # t
 
 def _node(node_id: str, gpu_type: str = "A", **kw: object) -> Node:
     return Node(node_id, gpu_type, 8, "nvswitch", rack="r0", **kw)  # type: ignore[arg-type]
+
+
+def _node2(node_id: str) -> Node:
+    return Node(node_id, "A", 2, rack="r0")
 
 
 def _held(node_id: str, count: int, start: int = 0) -> tuple[str, ...]:
@@ -125,6 +129,98 @@ def test_quota_names_the_number() -> None:
     assert facts["quota"] == 8 and facts["in_use"] == 8 and facts["needed_quota"] == 12
     raise_ = [cf for cf in found.counterfactuals if cf.instance_change.kind == "quota"]
     assert raise_[0].verified and raise_[0].instance_change.value == 12
+
+
+def test_a_quota_smaller_than_the_job_is_the_quota_not_the_hardware() -> None:
+    inst = _cluster(
+        _node("a0"), queue=[QueuedJob("j", 4, 100, tenant="t")], tenants={"t": Tenant("t", 2)}
+    )
+    found = _one(inst, "j")
+    assert _kinds(found) == ["quota"]  # it was told no hardware meets the request
+    assert _reason(found, "quota").facts["needed_quota"] == 4
+    raise_ = [cf for cf in found.counterfactuals if cf.instance_change.kind == "quota"]
+    assert raise_[0].verified and raise_[0].instance_change.value == 4
+
+
+def test_no_duration_on_the_cluster_types_is_a_type_failure() -> None:
+    # It runs on A too, but its only duration is for B, which the cluster lacks.
+    inst = _cluster(_node("a0"), queue=[QueuedJob("j", 1, None, duration_by_type_s=(("B", 100),))])
+    (found,) = explain(inst, ["j"], with_counterfactuals=False)
+    facts = _reason(found, "no-hardware").facts
+    assert facts["fails"] == ["type"] and facts["types_with_duration"] == ["B"]
+    assert "no healthy node has GPU type B" in found.reasons[0].message
+    assert "no duration on A" in found.reasons[0].message
+
+
+def test_memory_is_told_when_only_an_absent_type_has_enough() -> None:
+    # B would do (if it had 80 GB) but no node has it; A, here, has too little memory.
+    types = {"A": GpuType("A", 40), "B": GpuType("B", 80)}
+    inst = Instance(
+        name="tiny",
+        gpu_types=types,
+        nodes=(_node("a0"),),
+        queue=(QueuedJob("j", 1, 100, min_gpu_memory_gb=60),),
+    )
+    (found,) = explain(inst, ["j"], with_counterfactuals=False)
+    facts = _reason(found, "no-hardware").facts
+    assert facts["fails"] == ["memory"]
+    assert "the largest allowed type in the cluster has 40 GB" in found.reasons[0].message
+
+
+def test_quota_that_binds_later_names_the_use_then() -> None:
+    # t uses nothing now, but "big" is planned on a0 at 500 s with all 8 GPUs of t's
+    # quota; j could start on a1 now, but its run would overlap big's: it waits.
+    inst = _cluster(
+        _node("a0"),
+        Node("a1", "A", 4, "nvswitch", rack="r0"),
+        running=[RunningJob("r", _held("a0", 8), 500, tenant="u")],
+        queue=[
+            QueuedJob("big", 8, 1000, tenant="t", weight=10),
+            QueuedJob("j", 4, 1000, tenant="t"),
+        ],
+        tenants={"t": Tenant("t", 8)},
+    )
+    decision = solve(inst)
+    assert decision.job("big").start_s == 500 and decision.job("j").start_s == 1500
+    found = _one(inst, "j")
+    quota = _reason(found, "quota")
+    # It said "quota reached: 0 of 8 GPUs in use now".
+    assert quota.facts["in_use"] == 0 and "in use now" not in quota.message
+    assert quota.facts["could_start_s"] == 0
+    assert quota.facts["peak_in_use"] == 8 and quota.facts["peak_at_s"] == 500
+    assert "8 of 8 GPUs in use at 500 s" in quota.message
+
+
+def test_deferred_though_it_could_start_is_priced_as_ending_sooner() -> None:
+    # On A, the only type here, j takes 5,000 s; deferred, it is priced at the horizon
+    # plus its 50 s on B (absent): 1,050 s. CP-SAT defers it; explain said nothing.
+    inst = _cluster(
+        _node("a0"), queue=[QueuedJob("j", 1, 100, duration_by_type_s=(("A", 5000),))]
+    ).replace(policy=Policy(horizon_s=1000))
+    (found,) = explain(inst, ["j"], solver="cpsat", with_counterfactuals=False)
+    assert found.action is Action.DEFERRED
+    later = _reason(found, "faster-later")
+    assert later.facts["deferred"] is True
+    assert later.facts["planned_end_s"] == 1050 and later.facts["could_end_s"] == 5000
+
+
+def test_outranked_by_a_job_planned_at_the_same_start() -> None:
+    # r frees a0/0 and a1/0 at 70 s. "pair" (heavier) is planned then on a0, whole; j
+    # could start now on a0/1 + a1/1 but would hold a0/1 into pair's run, so it goes
+    # at 70 s on a1: it was told no reason at all.
+    inst = _cluster(
+        _node2("a0"),
+        _node2("a1"),
+        running=[RunningJob("r", ("a0/0", "a1/0"), 70)],
+        queue=[
+            QueuedJob("pair", 2, 100, weight=10, topology="node"),
+            QueuedJob("j", 2, 100, topology="any"),
+        ],
+    )
+    decision = solve(inst)
+    assert decision.job("pair").start_s == decision.job("j").start_s == 70
+    found = _one(inst, "j")
+    assert _reason(found, "outranked").facts["by"][0]["job"] == "pair"
 
 
 def test_outranked_names_the_heavier_job() -> None:

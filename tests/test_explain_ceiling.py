@@ -85,6 +85,25 @@ def test_a_job_an_overdue_one_went_ahead_of_is_told_so() -> None:
     assert all(r.kind != "outranked" for r in found.reasons)
 
 
+def test_an_overdue_job_planned_at_the_same_start_is_named() -> None:
+    # r frees a0/0 and a1/0 at 70 s; the overdue "pair" is planned then on a0, whole.
+    # j could start now on a0/1 + a1/1, but would hold a0/1 into pair's run: it goes at
+    # 70 s too, on a1, and was told no reason at all.
+    inst = Instance(
+        name="same-start",
+        gpu_types={"A": GpuType("A", 80)},
+        nodes=(Node("a0", "A", 2, rack="r0"), Node("a1", "A", 2, rack="r0")),
+        running=(RunningJob("r", ("a0/0", "a1/0"), 70),),
+        queue=(
+            QueuedJob("pair", 2, 100, topology="node", submitted_at=-26 * HOUR),
+            QueuedJob("j", 2, 100, topology="any", weight=10),
+        ),
+    )
+    found = _one(inst, "j")
+    assert found.start_s == 70
+    assert [r["job"] for r in _reason(found, "ceiling").facts["by"]] == ["pair"]
+
+
 def test_no_ceiling_reason_without_overdue_jobs() -> None:
     fresh = QueuedJob("fresh", 8, 600, submitted_at=-HOUR)
     for instance in (

@@ -141,3 +141,67 @@ def test_dropped_gpu_type_preference_is_explained_for_a_started_job() -> None:
     paid = _reason(found, "preference")
     assert paid.facts["dropped"] == ["gpu_type"] and paid.facts["penalty"] == 3600
     assert "not a preferred A" in paid.message
+
+
+def test_waiting_for_a_preferred_gpu_type_is_a_preference_not_faster_later() -> None:
+    # Now on B it would end at 50 s but pay 3600 for the type; on A it ends at 500 s.
+    inst = _cluster(
+        _node("a0"),
+        _node("b0", "B"),
+        running=(RunningJob("r", _held("a0"), 400),),
+        queue=(QueuedJob("j", 8, 100, preferred_gpu_types=("A",)),),
+    )
+    found = _one(inst, "j")
+    assert found.action is Action.PLANNED and found.start_s == 400
+    # It said "could start at 0 s on b0 ending 50 s, but waiting for a0 ends sooner, at 500 s".
+    assert "faster-later" not in [r.kind for r in found.reasons]
+    paid = _reason(found, "preference")
+    assert paid.facts["would_drop"] == ["gpu_type"] and paid.facts["nodes"] == ["b0"]
+    assert paid.facts["could_start_s"] == 0 and paid.facts["penalty"] == 3600
+
+
+def _preempting() -> Instance:
+    """An online job preempts a best-effort one on a0; a training job waits for it."""
+    return _cluster(
+        _node("a0"),
+        running=(RunningJob("spot", _held("a0"), 10_000, priority_class="best-effort"),),
+        queue=(
+            QueuedJob("serve", 8, 100, priority_class="online"),
+            QueuedJob("train", 8, 100),
+        ),
+        policy=Policy(allow_preemption=True),
+    )
+
+
+def test_a_job_the_round_preempts_holds_nothing() -> None:
+    inst = _preempting()
+    decision = solve(inst)
+    assert decision.job("spot").action is Action.PREEMPT
+    found = _one(inst, "train")
+    # It said "busy until 10000 s: held by spot", and offered to preempt spot again.
+    assert [r.kind for r in found.reasons] == ["outranked"]
+    assert _reason(found, "outranked").facts["by"][0]["job"] == "serve"
+    assert all(cf.instance_change.kind != "preempt" for cf in found.counterfactuals)
+
+
+def test_waiting_after_a_preemption_requeues_the_preempted_job() -> None:
+    inst = _preempting()
+    found = _one(inst, "train")  # it raised: spot and serve held a0's GPUs at once
+    (wait,) = [cf for cf in found.counterfactuals if cf.instance_change.kind == "wait"]
+    assert wait.verified
+    jobs = {job.id: job for job in wait.instance_change.jobs}
+    assert isinstance(jobs["spot"], QueuedJob) and isinstance(jobs["serve"], RunningJob)
+    after = apply_change(inst, wait.instance_change)
+    assert after.running == ()  # serve is done by then; spot waits with its work left
+    assert [(q.id, q.duration_s) for q in after.queue] == [("train", 100), ("spot", 10_000)]
+
+
+def test_waiting_carries_a_started_job_as_it_would_run() -> None:
+    inst = _cluster(
+        _node("a0"),
+        queue=(QueuedJob("first", 8, 100, weight=10, preemptible=False), QueuedJob("j", 8, 100)),
+    )
+    found = _one(inst, "j")
+    (wait,) = [cf for cf in found.counterfactuals if cf.instance_change.kind == "wait"]
+    (carried,) = wait.instance_change.jobs
+    assert carried.id == "first" and carried.preemptible is False  # it was made preemptible

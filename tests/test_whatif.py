@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from whale_opt.cli import main
 from whale_opt.decision import Action
-from whale_opt.explain import Change, read_jobs, whatif
+from whale_opt.explain import Change, apply_change, read_jobs, whatif
 from whale_opt.io import read_instance
+from whale_opt.problem_data import GpuType, Instance, Node, RunningJob
 
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
 
@@ -96,3 +97,19 @@ def test_add_job_file_errors_name_the_path(tmp_path: Path) -> None:
     path.write_text(json.dumps({"queue": [{"id": "x", "gpus": -1, "duration_s": 1}]}))
     code, out = _run("whatif", str(SMALL), "--add-job", str(path))
     assert code == 2 and "queue[0].gpus" in out
+
+
+def test_fail_node_requeues_shares_and_cpu_only_jobs_as_they_ran() -> None:
+    nodes = (Node("n0", "A", 4, cpu=64, memory_gb=256), Node("n1", "A", 4, cpu=64, memory_gb=256))
+    running = (
+        RunningJob("share", ("n0/0",), 600, gpu_milli=300),
+        RunningJob("cpu", (), 900, cpu=8, node="n0"),
+        RunningJob("other", ("n1/0",), 600),
+    )
+    instance = Instance("fail", {"A": GpuType("A", 80, speed=2.0)}, nodes, running)
+    after = apply_change(instance, Change("fail-node", "n0"))
+    assert [job.id for job in after.running] == ["other"]
+    requeued = {job.id: job for job in after.queue}
+    share, cpu = requeued["share"], requeued["cpu"]
+    assert (share.gpu_count, share.gpu_milli, share.duration_s) == (1, 300, 1_200)
+    assert (cpu.gpu_count, cpu.cpu, cpu.duration_s, cpu.gpu_types) == (0, 8, 900, ())

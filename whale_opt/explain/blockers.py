@@ -20,10 +20,11 @@ from whale_opt.rules import held_by_tenant, may_displace, preemptible_now
 
 
 def _alone(instance: Instance, position: int, **job_changes: Any) -> Placement | None:
-    """Placement of the (edited) job alone on the empty, healthy-as-is cluster."""
+    """Placement of the (edited) job alone on the empty, healthy-as-is cluster, its
+    tenant's quota lifted (a quota is no hardware: the quota reason tells it)."""
     job = instance.queue[position]
     edited = replace(job, **job_changes)
-    solo = instance.replace(running=(), queue=(edited,))
+    solo = _without_quota(instance, job.tenant).replace(running=(), queue=(edited,))
     return ClusterState(solo).best_placement(0, by_start=True)
 
 
@@ -46,10 +47,15 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
                 {"nodes": ids},
             )
     asked = list(job.gpu_types or instance.gpu_types)
+    # A type the job has no duration for cannot run it: it is not asked in effect.
+    by_type = dict(job.duration_by_type_s)
+    timed = [name for name in asked if job.duration_s is not None or name in by_type]
     healthy_types = sorted({n.gpu_type for n in instance.nodes if n.healthy_indices})
-    memory = {name: instance.gpu_types[name].memory_gb for name in asked}
+    present = [name for name in timed if name in healthy_types]
+    memory = {name: instance.gpu_types[name].memory_gb for name in present}
     facts: dict[str, Any] = {
         "gpu_types": asked,
+        "types_with_duration": timed,
         "types_in_cluster": healthy_types,
         "min_gpu_memory_gb": job.min_gpu_memory_gb,
         "gpus": job.gpu_count,
@@ -57,14 +63,17 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         "fails": [],
     }
     words = []
-    if not set(asked) & set(healthy_types):
+    if not present:
         facts["fails"].append("type")
-        words.append(f"no healthy node has GPU type {', '.join(asked)}")
+        untimed = [name for name in asked if name not in timed and name in healthy_types]
+        words.append(f"no healthy node has GPU type {', '.join(timed) or 'none'}")
+        if untimed:
+            words.append(f"it has no duration on {', '.join(untimed)}")
     elif all(m < job.min_gpu_memory_gb for m in memory.values()):
         facts["fails"].append("memory")
         words.append(
-            f"needs >= {job.min_gpu_memory_gb:g} GB GPU memory, the largest allowed type has"
-            f" {max(memory.values()):g} GB"
+            f"needs >= {job.min_gpu_memory_gb:g} GB GPU memory, the largest allowed type in the"
+            f" cluster has {max(memory.values()):g} GB"
         )
     else:
         tl = ClusterState(instance)
@@ -151,9 +160,17 @@ def _without_quota(instance: Instance, tenant: str) -> Instance:
     return instance.replace(tenants={k: v for k, v in instance.tenants.items() if k != tenant})
 
 
+def after_preemptions(instance: Instance, decision: Decision) -> Instance:
+    """``instance`` without the running jobs ``decision`` preempts: what stays running."""
+    preempted = {item.id for item in decision.by_action(Action.PREEMPT)}
+    if not preempted & set(instance.running_index):
+        return instance
+    return instance.replace(running=tuple(r for r in instance.running if r.id not in preempted))
+
+
 def decided_timeline(instance: Instance, decision: Decision, skip: int) -> ClusterState:
-    """Running jobs plus every other queued job where the decision put it."""
-    tl = ClusterState(instance)
+    """Running jobs the decision keeps plus every other queued job where it put it."""
+    tl = ClusterState(after_preemptions(instance, decision))
     for position, job in enumerate(instance.queue):
         if position == skip:
             continue
@@ -235,7 +252,33 @@ def _share_room(
     )
 
 
-def quota_reason(instance: Instance, position: int, decision: Decision) -> Reason:
+def _tenant_peak(
+    instance: Instance, decision: Decision, position: int, start: int, end: int
+) -> tuple[float, int]:
+    """The most GPUs the job's tenant holds in [``start``, ``end``) with its running
+    jobs (those not preempted) and the decision's other placements, and when."""
+    job = instance.queue[position]
+    preempted = {item.id for item in decision.by_action(Action.PREEMPT)}
+    spans = [
+        (0, r.remaining_s, r.gpu_amount)
+        for r in instance.running
+        if r.tenant == job.tenant and r.id not in preempted
+    ]
+    for other in instance.queue:
+        item = decision.job(other.id)
+        if other.tenant == job.tenant and other.id != job.id and item.start_s is not None:
+            spans.append((item.start_s, item.end_s or item.start_s, other.gpu_amount))
+    # Use only rises when a span begins: the peak is at the window's start or one of those.
+    times = [start] + [a for a, _, _ in spans if start < a < end]
+    return max((sum(amount for a, b, amount in spans if a <= t < b), t) for t in sorted(times))
+
+
+def quota_reason(
+    instance: Instance, position: int, decision: Decision, could: Placement | None = None
+) -> Reason:
+    """The tenant's quota holds the job back: the GPUs in use now; or, given ``could``
+    (where it would go without the quota, after the decision's other placements),
+    the most in use over that run and when."""
     job = instance.queue[position]
     quota = tenant_quota(instance, job.tenant)
     running = sum(r.gpu_amount for r in instance.running if r.tenant == job.tenant)
@@ -245,17 +288,34 @@ def quota_reason(instance: Instance, position: int, decision: Decision) -> Reaso
         for item in decision.by_action(Action.START)
         if item.id in amounts and item.id != job.id
     )
+    facts: dict[str, Any] = {
+        "tenant": job.tenant,
+        "quota": quota,
+        "in_use": running + started,
+        # quotas are whole GPUs: the smallest that would let it in
+        "needed_quota": math.ceil(running + job.gpu_amount - 1e-9),
+        "needed_quota_with_started": math.ceil(running + started + job.gpu_amount - 1e-9),
+    }
+    needs = f"the job needs {job.gpu_amount:g}"
+    if could is None:
+        return Reason(
+            "quota",
+            f"tenant {job.tenant} quota reached: {running + started:g} of {quota} GPUs in use"
+            f" now ({running:g} running, {started:g} started this round), {needs}",
+            facts,
+        )
+    peak, when = _tenant_peak(instance, decision, position, could.start, could.end)
+    facts.update(
+        could_start_s=could.start,
+        could_end_s=could.end,
+        peak_in_use=peak,
+        peak_at_s=when,
+        needed_quota_then=math.ceil(peak + job.gpu_amount - 1e-9),
+    )
     return Reason(
         "quota",
-        f"tenant {job.tenant} quota reached: {running + started:g} of {quota} GPUs in use now"
-        f" ({running:g} running, {started:g} started this round), the job needs"
-        f" {job.gpu_amount:g}",
-        {
-            "tenant": job.tenant,
-            "quota": quota,
-            "in_use": running + started,
-            # quotas are whole GPUs: the smallest that would let it in
-            "needed_quota": math.ceil(running + job.gpu_amount - 1e-9),
-            "needed_quota_with_started": math.ceil(running + started + job.gpu_amount - 1e-9),
-        },
+        f"tenant {job.tenant} quota reached: it could start at {could.start} s, but its run"
+        f" would overlap {peak:g} of {quota} GPUs in use at {when} s (running jobs and the"
+        f" round's starts and plans), {needs}",
+        facts,
     )

@@ -70,14 +70,15 @@ def _past_ceiling(instance: Instance, decision: Decision, position: int, ceiling
 def _overdue_rivals(
     instance: Instance, position: int, decision: Decision, before: float, eligible: Sequence[int]
 ) -> Reason | None:
-    """Overdue jobs placed before ``before`` on the job's eligible nodes: they go first."""
+    """Overdue jobs placed on the job's eligible nodes to start by ``before`` (its own
+    start; one starting with it went first too, taking room it would need): they go first."""
     ids = {instance.nodes[k].id for k in eligible}
     job = instance.queue[position]
     rivals: list[dict[str, Any]] = []
     for k in _overdue_order(instance):
         other = instance.queue[k]
         item = decision.job(other.id)
-        if k == position or item.start_s is None or item.start_s >= before:
+        if k == position or item.start_s is None or item.start_s > before:
             continue
         if set(job_nodes(item)) & ids or (
             other.tenant == job.tenant and tenant_quota(instance, job.tenant)

@@ -15,16 +15,17 @@ from typing import Any
 from whale_opt.decision import Action, Decision
 from whale_opt.explain.reasons import (
     Reason,
+    after_preemptions,
     decided_timeline,
     preference_reason,
     quota_reason,
     reasons,
     running_holders,
 )
-from whale_opt.explain.whatif import Change, apply_change
+from whale_opt.explain.whatif import Change, apply_change, requeued
 from whale_opt.options import SolveOptions
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import TOPOLOGIES, Instance, RunningJob, tenant_quota
+from whale_opt.problem_data import TOPOLOGIES, Instance, QueuedJob, RunningJob, tenant_quota
 from whale_opt.solve import solve
 
 
@@ -97,6 +98,7 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
             cpu=queued[item.id].cpu,
             memory_gb=queued[item.id].memory_gb,
             weight=queued[item.id].weight,
+            preemptible=queued[item.id].preemptible,
             priority_class=queued[item.id].priority_class,
             gpu_milli=queued[item.id].gpu_milli,
             node=item.cpu_only_node,
@@ -104,6 +106,18 @@ def _as_running(instance: Instance, decision: Decision, skip: str) -> tuple[Runn
         for item in decision.by_action(Action.START)
         if item.id != skip and item.id in queued
     )
+
+
+def _requeued(instance: Instance, decision: Decision) -> tuple[QueuedJob, ...]:
+    """The running jobs ``decision`` preempts, back in the queue: their remaining work,
+    the work since their last checkpoint and their restore time."""
+    out = []
+    for item in decision.by_action(Action.PREEMPT):
+        job = instance.running[instance.running_index[item.id]]
+        out.append(
+            requeued(instance, job, job.remaining_s + job.lost_on_preempt_s + job.checkpoint_s)
+        )
+    return tuple(out)
 
 
 def _candidates(instance: Instance, decision: Decision, position: int) -> list[list[Change]]:
@@ -118,12 +132,13 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
         looser = order[order.index(job.topology) + 1 :]
         groups.append([Change("topology", job.id, t) for t in looser])
     quota = tenant_quota(instance, job.tenant)
+    kept = after_preemptions(instance, decision)  # what runs on: the preempted leave
     if quota is not None:
-        facts = quota_reason(instance, position, decision).facts
+        facts = quota_reason(kept, position, decision).facts
         needs = sorted({facts["needed_quota"], facts["needed_quota_with_started"]})
         groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
     eligible = ClusterState(instance).eligible(position)
-    holders = [h["job"] for h in running_holders(instance, eligible)]
+    holders = [h["job"] for h in running_holders(kept, eligible)]
     preemptible = {
         r.id
         for r in instance.running
@@ -136,7 +151,7 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
     groups.append(tries)
     item = decision.job(job.id)
     if item.action is Action.PLANNED and item.start_s:
-        carried = _as_running(instance, decision, job.id)
+        carried = _as_running(instance, decision, job.id) + _requeued(instance, decision)
         groups.append([Change("wait", job.id, item.start_s, jobs=carried)])
     return groups
 

@@ -10,6 +10,10 @@ guaranteed share is told why it did not reclaim borrowed GPUs (guarantee).
 A job past its wait ceiling is told so, with the start that implies, and a
 job that overdue jobs went ahead of is told which (ceiling).
 Weights are effective weights (class factor, aging and the overdue lift).
+A job the decision starts later than it could (or defers though it could
+start) is told why, as the model sees it: waiting ends no later (faster-later;
+a deferred job is priced as ending at the horizon plus its shortest duration)
+or the sooner placement drops soft preferences (preference).
 
 The reasons that depend on what the round decided for other jobs
 (outranked, faster-later, preference) are here with :func:`reasons`, which
@@ -26,13 +30,14 @@ from typing import Any
 from whale_opt import preferences
 from whale_opt.decision import Action, Decision, JobDecision, dropped_preferences, job_nodes
 from whale_opt.explain.blockers import _busy, _draining, _guarantee, _no_hardware, _without_quota
+from whale_opt.explain.blockers import after_preemptions as after_preemptions
 from whale_opt.explain.blockers import decided_timeline as decided_timeline
 from whale_opt.explain.blockers import quota_reason as quota_reason
 from whale_opt.explain.blockers import running_holders as running_holders
 from whale_opt.explain.ceiling import _overdue_rivals, _past_ceiling
 from whale_opt.explain.record import REASON_KINDS as REASON_KINDS
 from whale_opt.explain.record import Reason as Reason
-from whale_opt.placement.state import ClusterState
+from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.policies.wspt import smith_ratio
 from whale_opt.problem_data import Instance, class_rank, tenant_quota
 
@@ -44,7 +49,8 @@ def _ratio(instance: Instance, position: int) -> float:
 def _outranked(
     instance: Instance, position: int, decision: Decision, before: float, eligible: Sequence[int]
 ) -> Reason | None:
-    """Queued jobs placed before ``before`` on the job's eligible nodes, higher classes first."""
+    """Queued jobs placed on the job's eligible nodes to start by ``before`` (its own start;
+    one starting with it was placed first, taking room it would need), higher classes first."""
     ids = {instance.nodes[k].id for k in eligible}
     mine = _ratio(instance, position)
     job = instance.queue[position]
@@ -52,7 +58,7 @@ def _outranked(
     rivals: list[dict[str, Any]] = []
     for k, other in enumerate(instance.queue):
         item = decision.job(other.id)
-        if k == position or item.start_s is None or item.start_s >= before:
+        if k == position or item.start_s is None or item.start_s > before:
             continue
         if instance.overdue[k]:
             continue  # went first for its wait, not its rank: see _overdue_rivals
@@ -105,6 +111,47 @@ def _outranked(
     )
 
 
+def _sooner(instance: Instance, position: int, item: JobDecision, now: Placement) -> Reason | None:
+    """Why the job waits though ``now`` starts it sooner: waiting ends no later (a
+    deferred job is priced as ending at the horizon plus its shortest duration), or
+    the sooner placement drops soft preferences the plan keeps."""
+    where = [instance.nodes[k].id for k in now.nodes]
+    could = (
+        f"could start at {now.start} s on {', '.join(where)} ({now.gpu_type}) ending {now.end} s"
+    )
+    facts: dict[str, Any] = {"could_start_s": now.start, "could_end_s": now.end, "nodes": where}
+    deferred = item.end_s is None
+    end = instance.deferred_cost_end(position) if item.end_s is None else item.end_s
+    if end <= now.end:
+        how = "sooner" if end < now.end else "as soon"
+        if deferred:
+            but = (
+                f"deferred it is priced as ending {how}, at {end} s (the horizon,"
+                f" {instance.policy.horizon_s} s, plus its shortest duration on any type it"
+                " may use)"
+            )
+        else:
+            but = f"waiting for {', '.join(job_nodes(item))} ends {how}, at {end} s"
+        facts.update(planned_end_s=end, deferred=deferred)
+        return Reason("faster-later", f"{could}, but {but}", facts)
+    per_node = dict(zip(now.nodes, now.counts, strict=True))
+    masks = dict(zip(now.nodes, now.masks, strict=True)) if now.masks else None
+    kept = set(dropped_preferences(instance, position, item))
+    names = tuple(
+        n for n in preferences.dropped(instance, position, per_node, masks) if n not in kept
+    )
+    if not names:
+        return None
+    cost = preferences.price(instance, position, names)
+    facts.update(would_drop=list(names), penalty=cost)
+    return Reason(
+        "preference",
+        f"{could}, but that drops its preference for {', '.join(names)} (penalty {cost:g});"
+        f" {'deferred' if deferred else 'waiting'} it keeps them",
+        facts,
+    )
+
+
 def preference_reason(
     instance: Instance, position: int, item: JobDecision, tl: ClusterState
 ) -> Reason | None:
@@ -146,10 +193,15 @@ def preference_reason(
 
 
 def reasons(instance: Instance, decision: Decision, position: int) -> list[Reason]:
-    """Why queued job ``position`` is not started in ``decision``, most decisive first."""
+    """Why queued job ``position`` is not started in ``decision``, most decisive first.
+
+    The running jobs the decision preempts hold nothing: the reasons are measured
+    against those it keeps.
+    """
     hardware = _no_hardware(instance, position)
     if hardware is not None:
         return [hardware]
+    instance = after_preemptions(instance, decision)
     job = instance.queue[position]
     item = decision.job(job.id)
     inf = float("inf")
@@ -170,7 +222,7 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
         d_q = decided.best_placement(position, by_start=True)
         d_nq = decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
         if d_nq is not None and (d_q is None or d_nq.start < d_q.start):
-            found.append(quota_reason(instance, position, decision))
+            found.append(quota_reason(instance, position, decision, d_nq))
     start = inf if item.start_s is None else item.start_s
     guarantee = _guarantee(instance, decision, position)
     if guarantee is not None:
@@ -195,22 +247,10 @@ def reasons(instance: Instance, decision: Decision, position: int) -> list[Reaso
         rival = _outranked(instance, position, decision, start, eligible)
         if rival is not None:
             found.append(rival)
-    if now is not None and now.start < start and item.end_s is not None:
-        where = [instance.nodes[k].id for k in now.nodes]
-        found.append(
-            Reason(
-                "faster-later",
-                f"could start at {now.start} s on {', '.join(where)} ({now.gpu_type}) ending"
-                f" {now.end} s, but waiting for {', '.join(job_nodes(item))} ends sooner,"
-                f" at {item.end_s} s",
-                {
-                    "could_start_s": now.start,
-                    "could_end_s": now.end,
-                    "nodes": where,
-                    "planned_end_s": item.end_s,
-                },
-            )
-        )
+    if now is not None and now.start < start:
+        sooner = _sooner(instance, position, item, now)
+        if sooner is not None:
+            found.append(sooner)
     preference = preference_reason(instance, position, item, decided)
     if preference is not None:
         found.append(preference)

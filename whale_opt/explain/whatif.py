@@ -17,7 +17,9 @@ Modelling choices:
 - **wait**: ``now`` moves forward by ``value`` seconds: running jobs (and
   ``jobs``, the round's started jobs as running ones) age, with no
   checkpoint meanwhile, those done leave, and every queued job stays queued
-  (and ages, where the policy ages weights).
+  (and ages, where the policy ages weights). A queued job in ``jobs`` is a
+  running job the round preempted, as it goes back to the queue: it leaves
+  the cluster and waits with the others.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class Change:
     ``target`` is a node id (fail-node, drain), a tenant (quota) or a queued
     job id (gpu-types, topology, wait); ``value`` the new quota, GPU types,
     topology, preempted running job ids or seconds to wait; ``jobs`` the
-    queued jobs to add (add-jobs) or started jobs to carry as running (wait).
+    queued jobs to add (add-jobs) or started jobs to carry as running (wait; a
+    queued job there is a preempted running job of the same id, requeued).
     """
 
     kind: str
@@ -99,33 +102,40 @@ def _node_pos(instance: Instance, node_id: str) -> int:
     return instance.node_index[node_id]
 
 
+def requeued(instance: Instance, job: RunningJob, work_s: int) -> QueuedJob:
+    """Running job ``job`` back in the queue with ``work_s`` seconds of work left on
+    the GPU type it held: its GPU count and share, on one node or over a rack as
+    it ran. A CPU-only job may run on any node, as long there; a GPU job's work
+    is counted on speed-1.0 GPUs."""
+    nodes = instance.held_nodes(job)
+    node = instance.nodes[nodes[0]]
+    speed = instance.gpu_types[node.gpu_type].speed if job.gpu_ids else 1.0
+    return QueuedJob(
+        job.id,
+        len(job.gpu_ids),
+        max(1, math.ceil(work_s * speed)),
+        tenant=job.tenant,
+        gpu_types=(node.gpu_type,) if job.gpu_ids else (),
+        cpu=job.cpu,
+        memory_gb=job.memory_gb,
+        weight=job.weight,
+        topology="node" if len(nodes) == 1 else "rack",
+        priority_class=job.priority_class,
+        gpu_milli=job.gpu_milli,
+    )
+
+
 def _fail_node(instance: Instance, node_id: str) -> Instance:
     pos = _node_pos(instance, node_id)
-    node = instance.nodes[pos]
     nodes = list(instance.nodes)
-    nodes[pos] = replace(node, down=True)
+    nodes[pos] = replace(instance.nodes[pos], down=True)
     kept: list[RunningJob] = []
     lost: list[QueuedJob] = []
-    speed = instance.gpu_types[node.gpu_type].speed
     for job in instance.running:
-        if not any(gpu.rpartition("/")[0] == node_id for gpu in job.gpu_ids):
+        if pos in instance.held_nodes(job):
+            lost.append(requeued(instance, job, job.remaining_s))
+        else:
             kept.append(job)
-            continue
-        spans = {gpu.rpartition("/")[0] for gpu in job.gpu_ids}
-        lost.append(
-            QueuedJob(
-                job.id,
-                len(job.gpu_ids),
-                max(1, math.ceil(job.remaining_s * speed)),
-                tenant=job.tenant,
-                gpu_types=(node.gpu_type,),
-                cpu=job.cpu,
-                memory_gb=job.memory_gb,
-                weight=job.weight,
-                topology="node" if len(spans) == 1 else "rack",
-                priority_class=job.priority_class,
-            )
-        )
     return instance.replace(
         nodes=tuple(nodes), running=tuple(kept), queue=instance.queue + tuple(lost)
     )
@@ -145,10 +155,15 @@ def _edit_job(instance: Instance, job_id: str, **changes: Any) -> Instance:
     return instance.replace(queue=tuple(queue))
 
 
-def _wait(instance: Instance, seconds: int, carried: Iterable[RunningJob]) -> Instance:
-    carried = tuple(carried)
+def _wait(instance: Instance, seconds: int, jobs: Iterable[RunningJob | QueuedJob]) -> Instance:
+    jobs = tuple(jobs)
+    carried = tuple(job for job in jobs if isinstance(job, RunningJob))
+    requeued = tuple(job for job in jobs if isinstance(job, QueuedJob))
+    preempted = {job.id for job in requeued}
     running = []
     for job in (*instance.running, *carried):
+        if job.id in preempted:
+            continue
         if job.remaining_s > seconds:
             since = job.since_checkpoint_s
             running.append(
@@ -162,7 +177,7 @@ def _wait(instance: Instance, seconds: int, carried: Iterable[RunningJob]) -> In
     carried_ids = {job.id for job in carried}
     queue = tuple(
         replace(job, submitted_at=job.submitted_at - seconds)
-        for job in instance.queue
+        for job in (*instance.queue, *requeued)
         if job.id not in carried_ids
     )
     return instance.replace(running=tuple(running), queue=queue, now=instance.now + seconds)
