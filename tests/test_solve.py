@@ -19,6 +19,7 @@ from whale_opt.decision import Action
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
 from whale_opt.policies.wspt import wspt_order
+from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
 from whale_opt.registry import get_policy
 from whale_opt.solve import TAIL_REASON, solve
 from whale_opt.topology import eligible_nodes, node_topologies
@@ -90,3 +91,18 @@ def test_solve_without_a_split_decides_as_the_policy_does() -> None:
     assert [(i.id, i.action, i.start_s) for i in ours.jobs] == [
         (i.id, i.action, i.start_s) for i in theirs.jobs
     ]
+
+
+def test_deferring_is_priced_on_the_types_the_cluster_has() -> None:
+    # B is twice as fast but no node has it: deferring must not be priced on it,
+    # else deferring (horizon 1,000 + 50 s) beats starting now on A (5,000 s).
+    types = {"A": GpuType("A", 80), "B": GpuType("B", 80, speed=2.0)}
+    job = QueuedJob("j", 1, 100, duration_by_type_s=(("A", 5_000),))
+    instance = Instance(
+        "absent-type", types, (Node("a0", "A", 1),), queue=(job,), policy=Policy(horizon_s=1_000)
+    )
+    assert instance.deferred_cost_end(0) == 1_000 + 5_000
+    for solver in ("wspt", "cpsat"):
+        decision = solve(instance, solver, SolveOptions(time_limit_s=2, seed=0))
+        assert check(instance, decision) == []
+        assert decision.job("j").action is Action.START, solver

@@ -112,6 +112,7 @@ class Instance:
     lost: tuple[RunningJob, ...] = ()
     # Derived maps, filled in __post_init__.
     node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    node_types: frozenset[str] = field(init=False, repr=False, compare=False)
     gpu_owner: Mapping[str, str] = field(init=False, repr=False, compare=False)
     eligible_types: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
     durations: tuple[Mapping[str, int], ...] = field(init=False, repr=False, compare=False)
@@ -142,6 +143,7 @@ class Instance:
                     "is not in gpu_types",
                 )
         object.__setattr__(self, "node_index", node_index)
+        object.__setattr__(self, "node_types", types)
         owner, shared = self._check_running()
         self._check_lost(dict(owner), dict(shared))
         object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
@@ -371,8 +373,11 @@ class Instance:
         return max(self.queue[position].gpu_amount, 1 / MILLI) * shortest
 
     def deferred_cost_end(self, position: int) -> int:
-        """The end time a deferred job is priced at: horizon + its shortest duration."""
-        shortest = self.min_duration(position)
+        """The end time a deferred job is priced at: horizon + its shortest duration
+        on a GPU type some node has (a type no node has would price deferring
+        below what the job costs wherever it can run)."""
+        here = [d for name, d in self.durations[position].items() if name in self.node_types]
+        shortest = min(here) if here else self.min_duration(position)
         if shortest is None:
             job = self.queue[position]
             shortest = (
