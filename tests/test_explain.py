@@ -192,10 +192,12 @@ def test_quota_that_binds_later_names_the_use_then() -> None:
 
 
 def test_deferred_though_it_could_start_is_priced_as_ending_sooner() -> None:
-    # On A, the only type here, j takes 5,000 s; deferred, it is priced at the horizon
-    # plus its 50 s on B (absent): 1,050 s. CP-SAT defers it; explain said nothing.
+    # On A, j takes 5,000 s; deferred, it is priced at the horizon plus its 50 s on
+    # B, whose one node is down: 1,050 s. CP-SAT defers it; explain said nothing.
     inst = _cluster(
-        _node("a0"), queue=[QueuedJob("j", 1, 100, duration_by_type_s=(("A", 5000),))]
+        _node("a0"),
+        _node("b0", "B", down=True),
+        queue=[QueuedJob("j", 1, 100, duration_by_type_s=(("A", 5000), ("B", 50)))],
     ).replace(policy=Policy(horizon_s=1000))
     (found,) = explain(inst, ["j"], solver="cpsat", with_counterfactuals=False)
     assert found.action is Action.DEFERRED
