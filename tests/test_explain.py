@@ -189,6 +189,9 @@ def test_quota_that_binds_later_names_the_use_then() -> None:
     assert quota.facts["could_start_s"] == 0
     assert quota.facts["peak_in_use"] == 8 and quota.facts["peak_at_s"] == 500
     assert "8 of 8 GPUs in use at 500 s" in quota.message
+    # The quota that lets it in is the one of that moment: 12, not the 4 it needs now.
+    raised = [cf for cf in found.counterfactuals if cf.instance_change.kind == "quota"]
+    assert [(cf.instance_change.value, cf.verified) for cf in raised] == [(12, True)]
 
 
 def test_deferred_though_it_could_start_is_priced_as_ending_sooner() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whale_opt.decision import Action, Decision
+from whale_opt.explain.blockers import _without_quota
 from whale_opt.explain.reasons import (
     Reason,
     after_preemptions,
@@ -134,9 +135,15 @@ def _candidates(instance: Instance, decision: Decision, position: int) -> list[l
     quota = tenant_quota(instance, job.tenant)
     kept = after_preemptions(instance, decision)  # what runs on: the preempted leave
     if quota is not None:
-        facts = quota_reason(kept, position, decision).facts
-        needs = sorted({facts["needed_quota"], facts["needed_quota_with_started"]})
-        groups.append([Change("quota", job.tenant, n) for n in needs if n > quota])
+        # Where it would go without the quota, after the round's other placements:
+        # a quota that binds only later (a planned job of the tenant) needs the
+        # quota of that moment (``needed_quota_then``).
+        free_q = _without_quota(kept, job.tenant)
+        could = decided_timeline(free_q, decision, position).best_placement(position, by_start=True)
+        facts = quota_reason(kept, position, decision, could).facts
+        needs = {facts["needed_quota"], facts["needed_quota_with_started"]}
+        needs.add(facts.get("needed_quota_then", quota))
+        groups.append([Change("quota", job.tenant, n) for n in sorted(needs) if n > quota])
     eligible = ClusterState(instance).eligible(position)
     holders = [h["job"] for h in running_holders(kept, eligible)]
     preemptible = {
