@@ -58,7 +58,7 @@ from whale_opt.convert.gavel_stream import fluid_capacity_per_h, gavel_cluster, 
 from whale_opt.convert.philly import read_philly_cluster, read_philly_trace
 from whale_opt.problem_data import MILLI, Instance
 from whale_opt.sim import SimConfig, SimResult, simulate
-from whale_opt.sim.floor import replay_floor
+from whale_opt.sim.floor import over_floor, replay_floor
 from whale_opt.sim.load import at_load, offered_load, sample_nodes
 from whale_opt.sim.metrics import gpu_seconds
 from whale_opt.sim.trace import TraceJob
@@ -101,9 +101,10 @@ def table(runs: list[tuple[str, SimResult, float]], floor_s: float) -> list[str]
     ]
     for policy, result, wall in runs:
         s = result.summary
+        ratio = over_floor(s, floor_s)  # none when jobs were left unfinished
         rows.append(
             f"| {policy} | {s['completed']}/{s['jobs']} | {s['weighted_jct_s'] / 3600:.2f} |"
-            f" {s['weighted_jct_s'] / floor_s:.3f} |"
+            f" {'-' if ratio is None else f'{ratio:.3f}'} |"
             f" {s['avg_jct_s'] / 3600:.2f} | {s['queue_delay_s_p50'] / 60:.1f} |"
             f" {s['queue_delay_s_p95'] / 60:.1f} | {s['gpu_utilisation']:.1%} |"
             f" {s['rounds']} | {wall:.0f} |"

@@ -16,7 +16,7 @@ import argparse
 import time
 
 from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
-from whale_opt.sim.floor import replay_floor
+from whale_opt.sim.floor import over_floor, replay_floor
 from whale_opt.sim.metrics import summary_table
 
 
@@ -57,10 +57,8 @@ def main() -> None:
     floor = replay_floor(trace, cluster, base)
     print(f"the replay's floor (no schedule does better): {floor:,.0f} s weighted JCT")
     for config, result in zip(runs, results, strict=True):
-        done = result.summary["completed"] == len(trace)
-        share = result.summary["weighted_jct_s"] / floor
-        ratio = f"x{share:.3f}" if done else "(not all completed)"
-        print(f"  {config.policy}: {ratio}")
+        ratio = over_floor(result.summary, floor)
+        print(f"  {config.policy}: {'(not all completed)' if ratio is None else f'x{ratio:.3f}'}")
 
 
 if __name__ == "__main__":

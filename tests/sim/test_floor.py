@@ -6,7 +6,7 @@ import pytest
 
 from whale_opt.problem_data import GpuType, Instance, Node
 from whale_opt.sim import SimConfig, simulate
-from whale_opt.sim.floor import replay_floor
+from whale_opt.sim.floor import over_floor, replay_floor
 from whale_opt.sim.trace import TraceJob
 
 
@@ -45,3 +45,9 @@ def test_a_job_no_gpu_type_can_hold_is_refused() -> None:
     trace = (TraceJob("big", 0, 1, actual_duration_s=10, min_gpu_memory_gb=200.0),)
     with pytest.raises(ValueError, match="'big' fits no GPU type"):
         replay_floor(trace, one_gpu_cluster())
+
+
+def test_a_replay_that_left_jobs_unfinished_is_not_set_against_the_floor() -> None:
+    done = {"jobs": 3, "completed": 3, "weighted_jct_s": 3_000.0}
+    assert over_floor(done, 1_500.0) == 2.0
+    assert over_floor({**done, "completed": 2}, 1_500.0) is None

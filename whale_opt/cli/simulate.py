@@ -196,28 +196,33 @@ def simulate_command(
         result.write(output)
         results.append(result)
     table = compare(results)
-    # The floor reads the seed and the noise alone: every policy's config has the same.
-    floor = replay_floor(trace, cluster, config) if options["with_floor"] else None
-    if floor is not None:
+    floor = None
+    if options["with_floor"]:  # the actual durations: the seed and the noise
+        noise = SimConfig(seed=options["seed"], duration_noise_sigma=options["noise"])
+        floor = replay_floor(trace, cluster, noise)
         table.loc["floor_weighted_jct_s"] = floor
     table.to_csv(output / "summary.csv")
     plot_all(results, output)
     click.echo(summary_table(results))
     if floor is not None:
-        click.echo(floor_lines(floor, results, len(trace)))
+        click.echo(floor_lines(floor, results))
     click.echo(f"tables and plots in {output}/")
 
 
-def floor_lines(floor: float, results: list[Any], jobs: int) -> str:
-    """The floor, and each policy's weighted JCT over it (a policy that left jobs
-    unfinished is not compared: its figure covers the finished ones only)."""
+def floor_lines(floor: float, results: list[Any]) -> str:
+    """The floor, and each policy's weighted JCT over it (:func:`over_floor`)."""
+    from whale_opt.sim.floor import over_floor
+
     lines = [f"floor: {floor:,.0f} s weighted JCT; no schedule of this trace does better"]
     for result in results:
         summary = result.summary
-        if summary["completed"] == jobs:
-            lines.append(f"  {result.policy}: x{summary['weighted_jct_s'] / floor:.3f} the floor")
+        ratio = over_floor(summary, floor)
+        if ratio is None:
+            lines.append(
+                f"  {result.policy}: {summary['completed']} of {summary['jobs']} jobs completed"
+            )
         else:
-            lines.append(f"  {result.policy}: {summary['completed']} of {jobs} jobs completed")
+            lines.append(f"  {result.policy}: x{ratio:.3f} the floor")
     return "\n".join(lines)
 
 

@@ -19,7 +19,9 @@ when the heuristic is within x% of the floor.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from whale_opt.bounds import flow_bound
 from whale_opt.problem_data import Instance
@@ -77,3 +79,12 @@ def replay_floor(
     total = flow_bound(instance, starts, ends, weights=weights, step=step)
     released = sum(w * s for w, s in zip(weights, starts, strict=True))
     return (total - released) / sum(weights)
+
+
+def over_floor(summary: Mapping[str, Any], floor: float) -> float | None:
+    """A replay's weighted JCT (its :attr:`SimResult.summary`) over the floor; None
+    when it left jobs unfinished: its figure then covers the finished ones only,
+    which the floor does not bound."""
+    if summary["completed"] != summary["jobs"]:
+        return None
+    return float(summary["weighted_jct_s"]) / floor
