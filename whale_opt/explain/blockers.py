@@ -256,14 +256,9 @@ def _tenant_peak(
     instance: Instance, decision: Decision, position: int, start: int, end: int
 ) -> tuple[float, int]:
     """The most GPUs the job's tenant holds in [``start``, ``end``) with its running
-    jobs (those not preempted) and the decision's other placements, and when."""
+    jobs and the decision's other placements, and when."""
     job = instance.queue[position]
-    preempted = {item.id for item in decision.by_action(Action.PREEMPT)}
-    spans = [
-        (0, r.remaining_s, r.gpu_amount)
-        for r in instance.running
-        if r.tenant == job.tenant and r.id not in preempted
-    ]
+    spans = [(0, r.remaining_s, r.gpu_amount) for r in instance.running if r.tenant == job.tenant]
     for other in instance.queue:
         item = decision.job(other.id)
         if other.tenant == job.tenant and other.id != job.id and item.start_s is not None:
@@ -278,7 +273,8 @@ def quota_reason(
 ) -> Reason:
     """The tenant's quota holds the job back: the GPUs in use now; or, given ``could``
     (where it would go without the quota, after the decision's other placements),
-    the most in use over that run and when."""
+    the most in use over that run and when. ``instance`` holds the running jobs
+    the decision keeps (:func:`after_preemptions`)."""
     job = instance.queue[position]
     quota = tenant_quota(instance, job.tenant)
     running = sum(r.gpu_amount for r in instance.running if r.tenant == job.tenant)

@@ -127,8 +127,8 @@ def _sooner(instance: Instance, position: int, item: JobDecision, now: Placement
         if deferred:
             but = (
                 f"deferred it is priced as ending {how}, at {end} s (the horizon,"
-                f" {instance.policy.horizon_s} s, plus its shortest duration on any type it"
-                " may use)"
+                f" {instance.policy.horizon_s} s, plus its shortest duration on a type the"
+                " cluster has)"
             )
         else:
             but = f"waiting for {', '.join(job_nodes(item))} ends {how}, at {end} s"
