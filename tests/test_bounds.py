@@ -296,6 +296,37 @@ def test_a_bound_out_of_time_is_still_valid() -> None:
     assert bound == pytest.approx(4000 + 4000)  # each job at its earliest end
 
 
+def test_a_tenants_quota_keeps_its_jobs_one_after_the_other() -> None:
+    # An idle 8-GPU node, but the tenant may hold 4 GPUs at once: its two 4-GPU
+    # jobs of 1,000 s run one after the other. Optimum 1,000 + 2,000.
+    instance = Instance(
+        "quota",
+        TYPES,
+        (Node("a0", "A100", 8, "nvswitch"),),
+        queue=(QueuedJob("p", 4, 1000, tenant="t"), QueuedJob("q", 4, 1000, tenant="t")),
+        tenants={"t": Tenant("t", gpu_quota=4)},
+    )
+    greedy = get_policy("wspt").decide(instance)
+    assert greedy.objective == pytest.approx(3000)
+    assert lower_bound(instance) == pytest.approx(2000)  # the analytic bounds see no quota
+    bound = lagrangian_bound(instance, greedy.objective, _soon())
+    assert 2900 <= bound <= 3000
+
+
+def test_a_preference_no_node_can_meet_is_paid_in_the_bound() -> None:
+    # Only A100s, and the job prefers a V100 in zone "z": every placement pays both
+    # prices (3,600 s each by default), times its weight.
+    instance = Instance(
+        "prices",
+        TYPES,
+        (Node("a0", "A100", 8, "nvswitch", zone="y"),),
+        queue=(QueuedJob("p", 1, 1000, weight=2.0, preferred_gpu_types=("V100",), zone="z"),),
+    )
+    greedy = get_policy("wspt").decide(instance)
+    assert greedy.objective == pytest.approx(2 * (1000 + 2 * 3600))
+    assert lagrangian_bound(instance, greedy.objective, _soon()) == pytest.approx(greedy.objective)
+
+
 def test_cpsat_reports_the_higher_bound() -> None:
     instance = _two_gangs_and_scattered_gpus()
     decision = get_policy("cpsat").decide(instance, SolveOptions(time_limit_s=1.0))

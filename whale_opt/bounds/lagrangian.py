@@ -8,7 +8,9 @@ each job whole and non-preemptive and relaxes only the capacity, into prices.
 Time is cut into buckets (short at first, then growing). Job ``j`` on GPU type
 ``p`` starts in some bucket ``b``, never before its earliest start there
 (:class:`~whale_opt.bounds.analytic.EarliestStarts`), and costs at least
-``w_j * (lo + d_jp)``, ``lo`` the earliest such start in the bucket. Whatever
+``w_j * (lo + d_jp + r_jp)``, ``lo`` the earliest such start in the bucket and
+``r_jp`` the soft-preference price every placement on ``p`` pays (off the
+job's preferred types; no node of ``p`` in its zone). Whatever
 its exact start in the bucket, it surely runs over ``[hi, lo + d_jp)``, ``hi``
 the bucket's end: that interval is the use it is charged for. The capacity
 comes in families, per type ``p`` and piece size ``s``: ``sum_n floor(free_n(t)
@@ -18,7 +20,9 @@ search counts it), its integral over each bucket the
 family's room there. A job takes ``g`` GPUs of family ``(p, 1)``; a job that
 must sit on one node takes ``floor(g / s)`` pieces of each ``(p, s)``
 (``floor`` is superadditive), a gang of whole ``S``-GPU nodes
-``g / S * floor(S / s)``.
+``g / S * floor(S / s)``. A tenant with a GPU quota is a family of its own:
+its room the quota less what its running jobs that stay hold, each of its
+jobs taking ``g`` of it, on any type.
 
 For prices ``lam >= 0`` on each family and bucket::
 
@@ -28,9 +32,9 @@ For prices ``lam >= 0`` on each family and bucket::
 is a lower bound on every valid decision's objective (weak duality: a
 decision's jobs use at most the room, and pay at least their cost), for any
 prices. A projected subgradient ascent (Polyak steps towards the incumbent's
-value) raises it until its deadline. Shares, CPU-only jobs and soft
-preferences are left out (a job left out of the capacity keeps the bound
-valid), as in the analytic bounds.
+value) raises it until its deadline. Shares and CPU-only jobs are left out
+(a job left out of the capacity keeps the bound valid), as in the analytic
+bounds, and so is an NVLink price (some placement may not pay it).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from whale_opt.bounds.analytic import earliest_starts, time_buckets
-from whale_opt.bounds.capacity import slots
+from whale_opt.bounds.capacity import Capacity, slots
+from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.topology import NodeTopology, single_node
 
@@ -134,13 +139,17 @@ def _relax(instance: Instance) -> _Relaxation | float:
         nodes = [(state.gpu_profile(n), state.healthy_count(n)) for n in nodes_of[p]]
         for size in sorted(of_type):
             families[(p, size)] = _Family(slots(nodes, size).areas(grid))
+    least_prices = _least_prices(instance, nodes_of)
+    quotas = _quota_families(instance, state, grid, {instance.queue[k].tenant for k, _, _ in jobs})
     job_of, cost, hi, end = [], [], [], []
     count = 0
     for j, (k, defer, options) in enumerate(jobs):
+        job = instance.queue[k]
+        quota = quotas.get(job.tenant)
         for p, d, release, shape in options:
             first = max(0, int(np.searchsorted(grid, release, side="right")) - 1)
             lo = np.maximum(grid[first:-1], release)
-            price = weights[k] * (lo + d)
+            price = weights[k] * (lo + d + least_prices[k].get(p, 0))
             keep = np.nonzero((lo <= horizon) & (price < defer))[0]
             if not len(keep):
                 continue
@@ -154,6 +163,9 @@ def _relax(instance: Instance) -> _Relaxation | float:
                     family = families[(p, size)]
                     family.choices.extend(range(count, count + len(keep)))
                     family.uses.extend([amount] * len(keep))
+            if quota is not None:
+                quota.choices.extend(range(count, count + len(keep)))
+                quota.uses.extend([float(job.gpu_count)] * len(keep))
             count += len(keep)
     defers = np.array([defer for _, defer, _ in jobs])
     if not cost:
@@ -166,8 +178,45 @@ def _relax(instance: Instance) -> _Relaxation | float:
         np.concatenate(cost),
         np.concatenate(hi),
         np.concatenate(end),
-        [family for family in families.values() if family.choices],
+        [family for family in [*families.values(), *quotas.values()] if family.choices],
     )
+
+
+def _least_prices(instance: Instance, nodes_of: dict[str, list[int]]) -> list[dict[str, int]]:
+    """Per queued job, per GPU type, the least soft-preference price (seconds) of any
+    placement on that type: off its preferred types, or with no node of the type
+    in its zone (an NVLink price is left out: some placement may avoid it)."""
+    policy = instance.policy
+    zones = {p: {instance.nodes[n].zone for n in ns} for p, ns in nodes_of.items()}
+    out: list[dict[str, int]] = []
+    for job in instance.queue:
+        prices: dict[str, int] = {}
+        for p in nodes_of:
+            price = 0
+            if job.preferred_gpu_types and p not in job.preferred_gpu_types:
+                price += policy.gpu_type_penalty_s
+            if job.zone is not None and job.zone not in zones[p]:
+                price += policy.zone_penalty_s
+            if price:
+                prices[p] = price
+        out.append(prices)
+    return out
+
+
+def _quota_families(
+    instance: Instance, state: ClusterState, grid: np.ndarray, tenants: set[str]
+) -> dict[str, _Family]:
+    """Per tenant of ``tenants`` with a GPU quota, its family: the quota less what its
+    running jobs that stay hold (``state``), integrated over each bucket."""
+    out = {}
+    for name in sorted(tenants):
+        tenant = instance.tenants.get(name)
+        if tenant is None or tenant.gpu_quota is None:
+            continue
+        held = state.tenant_profile(name)
+        free = [max(0.0, tenant.gpu_quota - level) for level in held.levels]
+        out[name] = _Family(Capacity(held.times, free).areas(grid))
+    return out
 
 
 @dataclass(frozen=True)
