@@ -256,12 +256,11 @@ class _Shape:
 def _ascend(relaxation: _Relaxation, upper: float, deadline: float) -> float:
     """The best ``L(lam)`` of a projected subgradient ascent from ``lam = 0``."""
     r = relaxation
-    grid = r.grid
-    width = np.diff(grid)
+    uses = _Uses.of(r)
+    grid, width = r.grid, np.diff(r.grid)
     jobs = len(r.defer)
-    users = [np.asarray(f.choices, dtype=np.int64) for f in r.families]
-    uses = [np.asarray(f.uses) for f in r.families]
-    lam = [np.zeros(len(width)) for _ in r.families]
+    room = np.array([family.room for family in r.families])
+    lam = np.zeros_like(room)  # a price per family and bucket
     # Choices come job by job: each job's are a run of them.
     counts = np.bincount(r.job, minlength=jobs)
     offered = counts > 0
@@ -269,16 +268,10 @@ def _ascend(relaxation: _Relaxation, upper: float, deadline: float) -> float:
     best = -math.inf
     factor, stall = 1.0, 0
     while True:
-        cost = r.cost.copy()
-        for f in range(len(r.families)):
-            integral = np.concatenate(([0.0], np.cumsum(lam[f] * width)))
-            ix = users[f]
-            sure = np.interp(r.end[ix], grid, integral) - np.interp(r.hi[ix], grid, integral)
-            cost[ix] += uses[f] * np.maximum(0.0, sure)
+        cost = r.cost + uses.priced(lam, width, len(r.cost))
         least = np.full(jobs, np.inf)
         least[offered] = np.minimum.reduceat(cost, firsts)
-        value = r.fixed + float(np.minimum(least, r.defer).sum())
-        value -= sum(float(lam[f] @ family.room) for f, family in enumerate(r.families))
+        value = r.fixed + float(np.minimum(least, r.defer).sum()) - float((lam * room).sum())
         if value > best:
             best, stall = value, 0
         else:
@@ -294,18 +287,73 @@ def _ascend(relaxation: _Relaxation, upper: float, deadline: float) -> float:
         chosen[r.job[ties]] = ties
         picked = np.zeros(len(cost), dtype=bool)
         picked[chosen[placed]] = True
-        grads = []
-        for f, family in enumerate(r.families):
-            ix = users[f]
-            mine = picked[ix] & (r.end[ix] > r.hi[ix])
-            a, c, u = r.hi[ix[mine]], r.end[ix[mine]], uses[f][mine]
-            # The use's running integral at the grid, then per bucket.
-            running = (u * np.clip(grid[:, None] - a, 0.0, c - a)).sum(axis=1)
-            grad = np.diff(running) - family.room
-            grad[(lam[f] <= 0) & (grad < 0)] = 0.0  # projected: a zero price stays put
-            grads.append(grad)
-        norm = sum(float(g @ g) for g in grads)
+        grad = uses.made(picked, grid) - room
+        grad[(lam <= 0) & (grad < 0)] = 0.0  # projected: a zero price stays put
+        norm = float((grad * grad).sum())
         if norm <= 0:
             return best  # no bucket overfull: no price can raise it
         step = factor * (upper - value) / norm
-        lam = [np.maximum(0.0, lam[f] + step * g) for f, g in enumerate(grads)]
+        lam = np.maximum(0.0, lam + step * grad)
+
+
+@dataclass(frozen=True)
+class _Uses:
+    """Every (family, choice) use, flat and in family order: the choice, its amount,
+    and where its sure interval ``[hi, end)`` falls on the grid (bucket and offset
+    into it, for each end), so that pricing it is a few gathers per step."""
+
+    family: np.ndarray
+    choice: np.ndarray
+    amount: np.ndarray
+    hi: np.ndarray
+    end: np.ndarray
+    flat_hi: np.ndarray  # family x bucket, flattened: the bucket ``hi`` falls in
+    flat_end: np.ndarray
+    past_hi: np.ndarray  # seconds into that bucket
+    past_end: np.ndarray
+    families: int
+
+    @classmethod
+    def of(cls, r: _Relaxation) -> _Uses:
+        family = np.concatenate(
+            [np.full(len(f.choices), k, dtype=np.int64) for k, f in enumerate(r.families)]
+        )
+        choice = np.concatenate([np.asarray(f.choices, dtype=np.int64) for f in r.families])
+        amount = np.concatenate([np.asarray(f.uses, dtype=float) for f in r.families])
+        hi, end = r.hi[choice], r.end[choice]
+        width = np.diff(r.grid)
+        buckets = len(width)
+
+        def locate(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            at = np.clip(np.searchsorted(r.grid, t, side="right") - 1, 0, buckets - 1)
+            return family * buckets + at, np.clip(t - r.grid[at], 0.0, width[at])
+
+        flat_hi, past_hi = locate(hi)
+        flat_end, past_end = locate(end)
+        return cls(
+            family, choice, amount, hi, end, flat_hi, flat_end, past_hi, past_end, len(r.families)
+        )
+
+    def priced(self, lam: np.ndarray, width: np.ndarray, choices: int) -> np.ndarray:
+        """Per choice, what its uses cost at prices ``lam`` (family x bucket): each use's
+        amount times the prices' integral over its sure interval."""
+        before = (np.cumsum(lam * width, axis=1) - lam * width).ravel()  # up to each bucket
+        flat = lam.ravel()
+        sure = before[self.flat_end] + self.past_end * flat[self.flat_end]
+        sure -= before[self.flat_hi] + self.past_hi * flat[self.flat_hi]
+        return np.bincount(
+            self.choice, weights=self.amount * np.maximum(0.0, sure), minlength=choices
+        )
+
+    def made(self, picked: np.ndarray, grid: np.ndarray) -> np.ndarray:
+        """Per family and bucket, the use the ``picked`` choices make of it."""
+        mine = np.nonzero(picked[self.choice] & (self.end > self.hi))[0]
+        a, c, u = self.hi[mine], self.end[mine], self.amount[mine]
+        # Each use's running integral at the grid, summed per family, then per bucket.
+        running = u[:, None] * np.clip(grid[None, :] - a[:, None], 0.0, (c - a)[:, None])
+        total = np.zeros((self.families, len(grid)))
+        if len(mine):  # uses are in family order: sum each family's run of rows
+            family = self.family[mine]
+            firsts = np.nonzero(np.diff(family, prepend=-1))[0]
+            total[family[firsts]] = np.add.reduceat(running, firsts, axis=0)
+        return np.diff(total, axis=1)
