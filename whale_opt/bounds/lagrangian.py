@@ -300,11 +300,11 @@ def _ascend(relaxation: _Relaxation, upper: float, deadline: float) -> float:
         norm = float((grad * grad).sum())
         if norm <= 0:
             return best  # no bucket overfull: no price can raise it
-        # Polyak's step, towards the target from the best value so far: from the
-        # current one, an overshoot (a value far below) would make the next step
-        # longer still, and the ascent never came back (hetero-320/300: stuck at
-        # its first value, 21.6% below the greedy; 9.3% so).
-        step = factor * (upper - best) / norm
+        # Polyak's step towards the target, its length capped at four times the best
+        # value's distance to it: uncapped, an overshoot (a value far below the
+        # best) made the next step longer still, and the ascent never came back
+        # (hetero-320/300: stuck at its first value, 21.6% below the greedy).
+        step = factor * min(upper - value, 4 * (upper - best)) / norm
         lam = np.maximum(0.0, lam + step * grad)
 
 
