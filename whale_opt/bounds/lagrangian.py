@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from whale_opt import preferences
 from whale_opt.bounds.analytic import earliest_starts, time_buckets
 from whale_opt.bounds.capacity import Capacity, slots
 from whale_opt.placement.state import ClusterState
-from whale_opt.problem_data import Instance, QueuedJob
+from whale_opt.problem_data import Instance, QueuedJob, tenant_quota
 from whale_opt.topology import NodeTopology, single_node
 
 FIRST_BUCKET_S = 20.0  # buckets this long at first, where most starts and contention are
@@ -156,7 +157,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
         for p, d, release, shape in options:
             first = max(0, int(np.searchsorted(grid, release, side="right")) - 1)
             lo = np.maximum(grid[first:-1], release)
-            price = weights[k] * (lo + d + least_prices[k].get(p, 0))
+            price = weights[k] * (lo + d) + least_prices[k].get(p, 0.0)
             keep = np.nonzero((lo <= horizon) & (price < defer))[0]
             if not len(keep):
                 continue
@@ -189,25 +190,34 @@ def _relax(instance: Instance) -> _Relaxation | float:
     )
 
 
-def _least_prices(instance: Instance, nodes_of: dict[str, list[int]]) -> list[dict[str, int]]:
-    """Per queued job, per GPU type, the least soft-preference price (seconds) of any
-    placement on that type: off its preferred types, or with no node of the type
-    in its zone (an NVLink price is left out: some placement may avoid it)."""
-    policy = instance.policy
-    zones = {p: {instance.nodes[n].zone for n in ns} for p, ns in nodes_of.items()}
-    out: list[dict[str, int]] = []
-    for job in instance.queue:
-        prices: dict[str, int] = {}
-        for p in nodes_of:
-            price = 0
-            if job.preferred_gpu_types and p not in job.preferred_gpu_types:
-                price += policy.gpu_type_penalty_s
-            if job.zone is not None and job.zone not in zones[p]:
-                price += policy.zone_penalty_s
-            if price:
-                prices[p] = price
+def _least_prices(instance: Instance, nodes_of: dict[str, list[int]]) -> list[dict[str, float]]:
+    """Per queued job, per GPU type, the least soft-preference price of any placement on
+    that type (:mod:`whale_opt.preferences`): off its preferred types, or outside its
+    zone on every node of the type. An NVLink price is left out: some placement may
+    avoid it."""
+    # One node per type and zone stands for them all: those rules read nothing else.
+    samples = {
+        p: list({instance.nodes[n].zone: n for n in ns}.values()) for p, ns in nodes_of.items()
+    }
+    out: list[dict[str, float]] = []
+    for k, job in enumerate(instance.queue):
+        prices: dict[str, float] = {}
+        if job.preferred_gpu_types or job.zone is not None:
+            for p, sample in samples.items():
+                price = min(
+                    preferences.price(instance, k, _type_and_zone(instance, k, n)) for n in sample
+                )
+                if price:
+                    prices[p] = price
         out.append(prices)
     return out
+
+
+def _type_and_zone(instance: Instance, position: int, node: int) -> tuple[str, ...]:
+    """The preferences job ``position`` drops on ``node`` alone, NVLink left out."""
+    gpus = max(1, instance.queue[position].gpu_count)
+    names = preferences.dropped(instance, position, {node: gpus})
+    return tuple(name for name in names if name != "nvlink")
 
 
 def _quota_families(
@@ -217,11 +227,11 @@ def _quota_families(
     running jobs that stay hold (``state``), integrated over each bucket."""
     out = {}
     for name in sorted(tenants):
-        tenant = instance.tenants.get(name)
-        if tenant is None or tenant.gpu_quota is None:
+        quota = tenant_quota(instance, name)
+        if quota is None:
             continue
         held = state.tenant_profile(name)
-        free = [max(0.0, tenant.gpu_quota - level) for level in held.levels]
+        free = [max(0.0, quota - level) for level in held.levels]
         out[name] = _Family(Capacity(held.times, free).areas(grid))
     return out
 
