@@ -106,3 +106,29 @@ def test_a_long_scan_goes_on_over_arrays_with_the_same_answer(
     monkeypatch.setattr(profile_module, "LONG", 3)  # arrays after three steps
     assert [used.earliest(*ask, g) for ask, g in zip(asks, give_up, strict=True)] == scanned
     assert any(t == math.inf for t in scanned) and any(t < math.inf for t in scanned)
+
+
+def test_arrays_kept_up_to_date_by_adds_give_what_a_fresh_scan_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(profile_module, "LONG", 3)
+    rng = random.Random(11)
+    adds = [
+        (rng.randint(0, 9000), rng.randint(1, 900), rng.choice([-1, 1, 2, 0.5])) for _ in range(120)
+    ]
+    asks = [(rng.randint(0, 9500), rng.randint(1, 2000), rng.randint(1, 6), 8) for _ in range(40)]
+    used, fresh = Profile(), Profile()
+    twin = used
+    for k, (start, length, amount) in enumerate(adds):
+        used.add(start, start + length, amount)
+        fresh.add(start, start + length, amount)
+        answers = [used.earliest(*ask) for ask in asks]  # builds (then reuses) the arrays
+        drops = used.drops()
+        if k == 60:
+            twin = used.copy()  # shares the arrays until either changes
+            frozen = answers
+        monkeypatch.setattr(profile_module, "LONG", 10**9)
+        assert answers == [fresh.earliest(*ask) for ask in asks]
+        assert drops == fresh.drops()
+        monkeypatch.setattr(profile_module, "LONG", 3)
+    assert [twin.earliest(*ask) for ask in asks] == frozen
