@@ -61,7 +61,8 @@ def test_the_index_answers_what_each_profile_says(
     for gpus in range(1, index.depth + 2):
         first = np.array([1 + 37 * n for n in nodes], dtype=float)
         earliest = index.earliest(nodes, gpus, duration, first)
-        unused = index.unused_from(nodes, gpus)
+        both, unused = index.earliest_and_unused(nodes, gpus, duration, first)
+        assert both.tolist() == earliest.tolist()
         for n in nodes:
             expected = profiles[n].earliest(int(first[n]), duration, gpus, limits[n])
             assert earliest[n] == expected

@@ -137,11 +137,10 @@ def _earliest_later(
     if quota == INF or len(nodes) == 0:
         return None
     index = state.free_index()
-    lows = index.earliest(nodes, job.gpu_count, duration, first)
+    lows, unused = index.earliest_and_unused(nodes, job.gpu_count, duration, first)
     lows = np.maximum(lows, quota)
     hopeful = lows <= horizon
-    nodes, lows = nodes[hopeful], lows[hopeful]
-    unused = index.unused_from(nodes, job.gpu_count)
+    nodes, lows, unused = nodes[hopeful], lows[hopeful], unused[hopeful]
     best: tuple[float, float, int] | None = None  # (start, first unused, node)
     for j in np.lexsort((nodes, unused, lows)):
         low, free_at, node = float(lows[j]), float(unused[j]), int(nodes[j])

@@ -10,8 +10,8 @@ nodes at once and without a Python loop over nodes, it answers:
 - :meth:`FreeIndex.earliest`: per node, the earliest start from a given
   time at which ``v`` GPUs stay unused for a whole duration (the GPU count
   alone: a lower bound on the exact fit, which adds CPU, memory and quota);
-- :meth:`FreeIndex.unused_from`: per node, the first moment from t=1 at
-  which ``v`` GPUs are unused at all;
+- :meth:`FreeIndex.earliest_and_unused`: that, and per node the first
+  moment from t=1 at which ``v`` GPUs are unused at all;
 - :meth:`FreeIndex.window_room`: at each of many start times, the GPUs
   unused over the whole window summed over nodes (an upper bound on what a
   job spread over them could get);
@@ -166,17 +166,26 @@ class FreeIndex:
         which ``gpus`` GPUs stay unused on [t, t+duration) (inf: never)."""
         if gpus > self.depth:
             return np.full(len(nodes), INF)
+        return self._earliest(*self._rows(gpus, nodes), duration, first)
+
+    def earliest_and_unused(
+        self, nodes: Ints, gpus: int, duration: int, first: np.ndarray | int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per node of ``nodes``: :meth:`earliest`, and the first moment t >= 1 at which
+        ``gpus`` GPUs are unused at all (inf: never), from one read of its rows."""
+        if gpus > self.depth:
+            return np.full(len(nodes), INF), np.full(len(nodes), INF)
         starts, ends = self._rows(gpus, nodes)
+        unused = np.where(ends > 1, np.maximum(starts, 1), INF).min(axis=1, initial=INF)
+        return self._earliest(starts, ends, duration, first), unused
+
+    @staticmethod
+    def _earliest(
+        starts: np.ndarray, ends: np.ndarray, duration: int, first: np.ndarray | int
+    ) -> np.ndarray:
+        """Per row of intervals: the earliest t >= its ``first`` holding ``duration``."""
         from_first = np.maximum(starts, np.asarray(first)[..., None] if np.ndim(first) else first)
         return np.where(ends - from_first >= duration, from_first, INF).min(axis=1, initial=INF)
-
-    def unused_from(self, nodes: Ints, gpus: int) -> np.ndarray:
-        """Per node of ``nodes``: the first moment t >= 1 at which ``gpus`` GPUs are
-        unused (inf: never)."""
-        if gpus > self.depth:
-            return np.full(len(nodes), INF)
-        starts, ends = self._rows(gpus, nodes)
-        return np.where(ends > 1, np.maximum(starts, 1), INF).min(axis=1, initial=INF)
 
     def window_room(self, nodes: Ints, most: int, duration: int, times: np.ndarray) -> np.ndarray:
         """At each start t of ``times``: the GPUs that stay unused on [t, t+duration),
