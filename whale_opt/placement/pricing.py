@@ -13,6 +13,7 @@ that have such a preference pay for the extra searches.
 from __future__ import annotations
 
 from whale_opt import preferences
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.placement.records import Placement
 from whale_opt.problem_data import Instance, QueuedJob
 from whale_opt.topology import nvlink_shaped
@@ -42,17 +43,37 @@ def tries(
     preferred type, and any node (None)."""
     job = instance.queue[position]
     honour: list[frozenset[int]] = []
-    if "zone" in wanted:
-        honour.append(frozenset(n for n in eligible if instance.nodes[n].zone == job.zone))
-    if "gpu_type" in wanted:
-        liked = set(job.preferred_gpu_types)
-        honour.append(frozenset(n for n in eligible if instance.nodes[n].gpu_type in liked))
+    if wanted != ("nvlink",):
+        zones, types = _BY_ZONE_AND_TYPE.get(instance.nodes, lambda: _zones_and_types(instance))
+        nodes = frozenset(eligible)
+        if "zone" in wanted:
+            honour.append(nodes & zones.get(job.zone, frozenset()))
+        if "gpu_type" in wanted:
+            liked = frozenset().union(*(types.get(t, ()) for t in job.preferred_gpu_types))
+            honour.append(nodes & liked)
     restrictions: list[frozenset[int] | None] = []
     if len(honour) == 2:
         restrictions.append(honour[0] & honour[1])
     restrictions += [*honour, None]
     shapes = [nvlink_shaped(job), job] if "nvlink" in wanted else [job]
     return [(shape, allowed) for shape in shapes for allowed in restrictions]
+
+
+Groups = dict[str | None, frozenset[int]]
+_BY_ZONE_AND_TYPE: IdentityMemo[tuple[Groups, Groups]] = IdentityMemo(MEMO_SIZE)
+
+
+def _zones_and_types(instance: Instance) -> tuple[Groups, Groups]:
+    """The node positions of ``instance`` by zone and by GPU type."""
+    zones: dict[str | None, set[int]] = {}
+    types: dict[str | None, set[int]] = {}
+    for n, node in enumerate(instance.nodes):
+        zones.setdefault(node.zone, set()).add(n)
+        types.setdefault(node.gpu_type, set()).add(n)
+    return (
+        {zone: frozenset(ns) for zone, ns in zones.items()},
+        {name: frozenset(ns) for name, ns in types.items()},
+    )
 
 
 def penalty_s(instance: Instance, position: int, placement: Placement) -> float:
