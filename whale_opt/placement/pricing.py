@@ -43,7 +43,7 @@ def tries(
     preferred type, and any node (None)."""
     job = instance.queue[position]
     honour: list[frozenset[int]] = []
-    if wanted != ("nvlink",):
+    if "zone" in wanted or "gpu_type" in wanted:
         zones, types = _BY_ZONE_AND_TYPE.get(instance.nodes, lambda: _zones_and_types(instance))
         nodes = frozenset(eligible)
         if "zone" in wanted:
