@@ -35,6 +35,8 @@ class Profile:
         twin.times = list(self.times)
         twin.levels = list(self.levels)
         twin._arrays = self._arrays  # never changed in place: add() makes new ones
+        # Shared too: until either changes, runs found by one hold for both; add()
+        # gives the one that changes a dict of its own.
         twin._runs = self._runs
         return twin
 
