@@ -61,6 +61,7 @@ from whale_opt.cpsat.presets import Preset, load_preset
 from whale_opt.decision import Decision, JobDecision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
+from whale_opt.placement.node_search import improve_nodes
 from whale_opt.placement.order_search import improve
 from whale_opt.placement.preempt import improve_by_preemption
 from whale_opt.placement.serial import assemble, list_schedule
@@ -259,6 +260,16 @@ class CpSatPolicy:
             stats["search_value"] = found_value
             if found_value < value:
                 jobs, value = found, found_value
+            if bound < value - 1e-9 and preset.node_share > 0:
+                patience.restart()
+                spare = deadline - time.perf_counter()
+                stop, moves = time.perf_counter() + spare * preset.node_share, None
+                if preset.deterministic:
+                    stop, moves = deadline, preset.node_moves
+                jobs, value, nodes = improve_nodes(
+                    instance, jobs, value, stop, options.seed, patience, moves, WsptPolicy.prefer
+                )
+                stats.update(node_moves=nodes.tried, node_moved=nodes.moved, node_value=value)
             if bound < value - 1e-9:
                 patience.restart()
                 jobs, value = large_neighbourhood_search(

@@ -29,11 +29,13 @@ class Preset:
     """A named configuration: CP-SAT parameters and how the round spends its time.
 
     ``search_share``: fraction of the time after the greedy given to the
-    order search (the rest goes to CP-SAT LNS); ``hood_size``: jobs freed
+    order search, ``node_share`` of the time left after it to the node search
+    (:mod:`whale_opt.placement.node_search`; 0: none) and the rest to CP-SAT
+    LNS; ``hood_size``: jobs freed
     per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
     candidate nodes per freed job; ``deterministic``: fixed move and round
     counts and CP-SAT deterministic time, so reruns are identical
-    (``search_moves``, ``lns_rounds``, ``lns_deterministic_s``);
+    (``search_moves``, ``node_moves``, ``lns_rounds``, ``lns_deterministic_s``);
     ``round_limit_s``: wall seconds one neighbourhood's CP-SAT call may take
     at most. ``exact_jobs``: rounds of at most this many queued jobs are
     first solved as one exact model (:func:`whale_opt.cpsat.lns.exact_round`),
@@ -53,6 +55,8 @@ class Preset:
     nodes_per_job: int = 6
     deterministic: bool = False
     search_moves: int = 200
+    node_share: float = 0.5
+    node_moves: int = 3000
     lns_rounds: int = 20
     lns_deterministic_s: float = 0.2
     round_limit_s: float = 0.5

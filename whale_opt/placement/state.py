@@ -35,7 +35,7 @@ from whale_opt.placement.index import FreeIndex
 from whale_opt.placement.profile import EPS, INF, Profile
 from whale_opt.placement.records import Placement
 from whale_opt.placement.search import PlacementSearch
-from whale_opt.problem_data import MILLI, Instance, QueuedJob, RunningJob
+from whale_opt.problem_data import MILLI, Instance, Node, QueuedJob, RunningJob
 from whale_opt.topology import NodeTopology, node_topologies, popcount
 
 _DEFAULT_SEARCH = PlacementSearch()
@@ -69,6 +69,35 @@ def _own(profiles: list[Profile], node: int) -> Profile:
 def _copies(profiles: list[Profile]) -> list[Profile]:
     """Independent copies (the shared empty profile stays shared)."""
     return [p if p is _UNUSED else p.copy() for p in profiles]
+
+
+def fit_on_node(
+    use: tuple[Profile, Profile, Profile],
+    node: Node,
+    limit: int,
+    start: int,
+    duration: int,
+    gpus: float,
+    job: QueuedJob,
+    give_up: float = INF,
+) -> float:
+    """Earliest t >= start at which ``gpus`` of ``job`` (its share of CPU and memory
+    with them) fit on ``node`` for ``duration``, given its GPU, CPU and memory
+    usage ``use`` and its ``limit`` of healthy GPUs; inf if only after
+    ``give_up``. Counts only: which GPUs are free now is not asked."""
+    gpu_use, cpu_use, mem_use = use
+    share = gpus / job.gpu_count if job.gpu_count > 1 else 1.0
+    t: float = start
+    while t <= give_up and t < INF:
+        t0 = int(t)
+        t = gpu_use.earliest(t0, duration, gpus, limit, give_up)
+        if job.cpu and t < INF:
+            t = cpu_use.earliest(int(t), duration, job.cpu * share, node.cpu, give_up)
+        if job.memory_gb and t < INF:
+            t = mem_use.earliest(int(t), duration, job.memory_gb * share, node.memory_gb, give_up)
+        if t == t0:
+            return t
+    return INF
 
 
 class ClusterState:
@@ -381,24 +410,16 @@ class ClusterState:
         """Earliest t >= start at which ``gpus`` of ``job`` (its share of CPU and
         memory with them) fit on ``node`` for ``duration``; inf if only after
         ``give_up``. Counts only: which GPUs are free now is not asked."""
-        node_rec = self._instance.nodes[node]
-        limit = popcount(self._topologies[node].healthy)
-        share = gpus / job.gpu_count if job.gpu_count > 1 else 1.0
-        t: float = start
-        while t <= give_up and t < INF:
-            t0 = int(t)
-            t = self._gpu_use[node].earliest(t0, duration, gpus, limit, give_up)
-            if job.cpu and t < INF:
-                t = self._cpu_use[node].earliest(
-                    int(t), duration, job.cpu * share, node_rec.cpu, give_up
-                )
-            if job.memory_gb and t < INF:
-                t = self._mem_use[node].earliest(
-                    int(t), duration, job.memory_gb * share, node_rec.memory_gb, give_up
-                )
-            if t == t0:
-                return t
-        return INF
+        return fit_on_node(
+            (self._gpu_use[node], self._cpu_use[node], self._mem_use[node]),
+            self._instance.nodes[node],
+            popcount(self._topologies[node].healthy),
+            start,
+            duration,
+            gpus,
+            job,
+            give_up,
+        )
 
     def quota_fit(self, job: QueuedJob, start: float, duration: int, give_up: float = INF) -> float:
         """Earliest t >= start at which ``job`` fits in its tenant's GPU quota for
