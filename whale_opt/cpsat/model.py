@@ -3,7 +3,10 @@
 ``CpSatPolicy.decide``:
 
 1. The WSPT greedy gives a complete decision (the hint and the fallback).
-2. A local search over list-scheduling orders improves it cheaply.
+2. A local search over list-scheduling orders improves it cheaply, then one
+   over the node each one-node job runs on and its place there
+   (:mod:`whale_opt.placement.node_search`), cheaper still per move on large
+   rounds.
 3. CP-SAT large neighbourhood search (:mod:`whale_opt.cpsat.lns`): repeatedly
    free a few jobs, fix every other job, and solve the freed jobs *exactly*
    (:mod:`whale_opt.cpsat.cpmodel`: per-node GPU / CPU / memory cumulatives
@@ -27,8 +30,8 @@ preempt decided. The round returns the moment CP-SAT proves that model;
 otherwise its best solution is the incumbent of steps 2 and 3.
 
 The time limit is a hard wall: each CP-SAT call gets what is left, and a
-watchdog stops a search that overshoots. Each of the three searches (the
-exact model, the order search, the neighbourhoods) ends earlier once it
+watchdog stops a search that overshoots. Each of the four searches (the
+exact model, the order search, the node search, the neighbourhoods) ends earlier once it
 has gone the preset's ``patience_share`` of the limit without progress
 (:mod:`whale_opt.patience`; ``stalled`` in the stats: the last one did).
 The status is ``optimal`` when
