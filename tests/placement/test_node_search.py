@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from whale_opt.check import check
 from whale_opt.decision import Action, Status, job_nodes, objective
 from whale_opt.generate import generate
+from whale_opt.placement import node_search
 from whale_opt.placement.node_search import NodeSearch, improve_nodes
 from whale_opt.placement.serial import assemble
 from whale_opt.policies.wspt import WsptPolicy
@@ -198,3 +199,15 @@ def test_jobs_that_want_nvlink_move_only_between_fully_linked_nodes() -> None:
         k = instance.queue_index[job_id]
         assert found.node_of[k] == 1
         assert found.choices[k] == [1]
+
+
+def test_a_search_with_nothing_left_to_gain_stops_once_stalled() -> None:
+    # An idle cluster: every job starts now on a node of its fastest type, so no
+    # move pays, and the search, given no deadline, stops on its own.
+    instance = generate("hetero", gpus=256, queued=6, load=0.0, seed=11)
+    greedy = get_policy("wspt").decide(instance)
+    search = NodeSearch(instance, list(greedy.jobs), WsptPolicy.prefer)
+    assert search.node_of
+    assert search.improve(math.inf) == 0.0
+    assert search.stalled
+    assert search.tried == node_search.STALL_PER_JOB * len(search.node_of)

@@ -272,7 +272,12 @@ class CpSatPolicy:
                 jobs, value, nodes = improve_nodes(
                     instance, jobs, value, stop, options.seed, patience, moves, WsptPolicy.prefer
                 )
-                stats.update(node_moves=nodes.tried, node_moved=nodes.moved, node_value=value)
+                stats.update(
+                    node_moves=nodes.tried,
+                    node_moved=nodes.moved,
+                    node_stalled=int(nodes.stalled),
+                    node_value=value,
+                )
             if bound < value - 1e-9:
                 patience.restart()
                 jobs, value = large_neighbourhood_search(

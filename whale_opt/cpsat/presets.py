@@ -30,8 +30,8 @@ class Preset:
 
     ``search_share``: fraction of the time after the greedy given to the
     order search, ``node_share`` of the time left after it to the node search
-    (:mod:`whale_opt.placement.node_search`; 0: none) and the rest to CP-SAT
-    LNS; ``hood_size``: jobs freed
+    (:mod:`whale_opt.placement.node_search`; 0: none; it ends sooner once it
+    stalls) and the rest to CP-SAT LNS; ``hood_size``: jobs freed
     per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
     candidate nodes per freed job; ``deterministic``: fixed move and round
     counts and CP-SAT deterministic time, so reruns are identical
@@ -55,7 +55,7 @@ class Preset:
     nodes_per_job: int = 6
     deterministic: bool = False
     search_moves: int = 200
-    node_share: float = 0.5
+    node_share: float = 1.0
     node_moves: int = 3000
     lns_rounds: int = 20
     lns_deterministic_s: float = 0.2

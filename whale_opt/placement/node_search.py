@@ -39,6 +39,7 @@ from whale_opt.problem_data import Instance, tenant_quota
 from whale_opt.topology import needs_nvlink, single_node
 
 SWAP_SHARE = 0.5  # of the moves to another node: two jobs swapped (else one job moved)
+STALL_PER_JOB = 20  # tries per moving job in a row without a better decision: stalled
 EPS_COST = 1e-6  # a move must lower the objective by more than this
 
 
@@ -88,6 +89,7 @@ class NodeSearch:
         self.cost = [self.node_cost(n, sequence) for n, sequence in enumerate(self.sequence)]
         self.tried = 0
         self.moved = 0
+        self.stalled = False
 
     def _moving_node(self, position: int, item: JobDecision) -> int | None:
         """The node ``item`` holds job ``position`` on when the search may move it."""
@@ -131,9 +133,9 @@ class NodeSearch:
         queue = instance.queue
         record = instance.nodes[node]
         host = any(queue[k].cpu or queue[k].memory_gb for k in sequence)
-        gpu = base.gpu_profile(node).copy()
-        cpu = base.cpu_profile(node).copy() if host else base.cpu_profile(node)
-        mem = base.mem_profile(node).copy() if host else base.mem_profile(node)
+        gpu = base.gpu_profile(node).scratch()
+        cpu = base.cpu_profile(node).scratch() if host else base.cpu_profile(node)
+        mem = base.mem_profile(node).scratch() if host else base.mem_profile(node)
         use = (gpu, cpu, mem)
         limit = base.healthy_count(node)
         horizon = instance.policy.horizon_s
@@ -176,8 +178,15 @@ class NodeSearch:
         rng = random.Random(seed)
         jobs = sorted(self.node_of)
         gained = 0.0
+        # Tries in a row without a better decision after which the search has stalled.
+        stall = STALL_PER_JOB * len(jobs)
+        fruitless = 0
         while jobs and not patience.over(deadline) and (moves is None or self.tried < moves):
+            if moves is None and fruitless >= stall:
+                self.stalled = True
+                break
             self.tried += 1
+            fruitless += 1
             k = jobs[rng.randrange(len(jobs))]
             a = self.node_of[k]
             b = self.choices[k][rng.randrange(len(self.choices[k]))]
@@ -188,6 +197,7 @@ class NodeSearch:
             if delta < 0:
                 gained -= delta
                 self.moved += 1
+                fruitless = 0
                 patience.progress()
         return gained
 
