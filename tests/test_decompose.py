@@ -428,16 +428,3 @@ def test_pools_are_cut_afresh_when_a_node_record_changes() -> None:
 
 def _copy(node: Node) -> Node:
     return replace(node)
-
-
-def test_a_polished_split_round_improves_the_chosen_decision_over_the_whole_cluster() -> None:
-    instance = generate("fragmented", gpus=512, queued=200, seed=3)
-    options = SolveOptions(time_limit_s=6.0)
-    plain = solve_split(instance, _pool("wspt"), "wspt", options, max_gpus=64, baseline=wspt_greedy)
-    polished = solve_split(
-        instance, _pool("wspt"), "cpsat", options, max_gpus=64, baseline=wspt_greedy, polish=True
-    )
-    assert check(instance, polished) == []
-    assert polished.stats["node_moves"] > 0
-    assert polished.objective < plain.objective  # pools decide alike: the search paid
-    assert "node_moves" not in plain.stats  # a heuristic's decision is its own

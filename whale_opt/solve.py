@@ -93,8 +93,7 @@ def solve(
             greedy = isinstance(policy, WsptPolicy | CpSatPolicy)
             fits = cost.greedy_s <= GREEDY_SHARE * options.time_limit_s
             baseline = wspt_greedy if greedy and fits else None
-            polish = isinstance(policy, CpSatPolicy)
-            return _solve_pools(instance, solver, options, max_gpus, executor, baseline, polish)
+            return _solve_pools(instance, solver, options, max_gpus, executor, baseline)
     if options.report_bound and not bound_fits(instance, options.time_limit_s, cost):
         options = options.replace(report_bound=False)
     budget = GREEDY_SHARE * options.time_limit_s
@@ -123,12 +122,10 @@ def _solve_pools(
     max_gpus: int,
     executor: Executor | None,
     baseline: Callable[[Instance], list[JobDecision]] | None = None,
-    polish: bool = False,
 ) -> Decision:
     """The round cut into pools of at most ``max_gpus`` GPUs, each solved by ``solver``
     on ``executor`` (None: :data:`LOCAL_WORKERS` local processes, made for the round),
-    no worse than ``baseline``, then polished when asked (see
-    :func:`whale_opt.decompose.solve_split`)."""
+    no worse than ``baseline`` (see :func:`whale_opt.decompose.solve_split`)."""
     # Our own local workers: one killed or hung fails only its pool, and the round
     # does not wait for a hung one on its way out.
     pool = LocalExecutor(LOCAL_WORKERS) if executor is None else executor
@@ -145,7 +142,6 @@ def _solve_pools(
             executor=pool,
             workers=workers,
             baseline=baseline,
-            polish=polish,
         )
     finally:
         if executor is None:

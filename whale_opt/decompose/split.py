@@ -21,16 +21,12 @@ from whale_opt.decompose.sub import (
     sub_instance,
 )
 from whale_opt.options import SolveOptions
-from whale_opt.placement.node_search import improve_nodes
 from whale_opt.placement.serial import assemble
 from whale_opt.policies.wspt import WsptPolicy
 from whale_opt.problem_data import Instance
 
 log = logging.getLogger("whale_opt")
 
-
-POLISH_UNTIL = 0.85  # of the time limit: a split round's node search ends by then
-MIN_POLISH_S = 0.5  # less time left than this: no node search
 
 PoolSolve = Callable[[Instance, SolveOptions], Decision]
 """How one pool is decided: any policy's round, ``split`` off (it is a pool already)."""
@@ -46,7 +42,6 @@ def solve_split(
     executor: Executor | None = None,
     workers: int = 1,
     baseline: Callable[[Instance], list[JobDecision]] | None = None,
-    polish: bool = False,
 ) -> Decision:
     """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
 
@@ -67,12 +62,6 @@ def solve_split(
     trivial lower bound (every job ends at its shortest duration from now,
     as in a round where nothing has to wait), which no decision goes below.
     It fits the part of the limit the pools leave (:data:`POOL_SHARE`).
-
-    ``polish``: the chosen decision is then improved over the whole cluster by
-    the node search (:mod:`whale_opt.placement.node_search`: each move
-    re-times two nodes, whatever the cluster's size) until :data:`POLISH_UNTIL`
-    of the limit, less what placing its result back is expected to take; for
-    solvers that search (a heuristic's decision is its own).
     """
     started = time.perf_counter()
     if not instance.queue:  # nothing to cut or solve: every running job is kept
@@ -113,46 +102,13 @@ def solve_split(
     stats |= {f"fallback_pool_{busy[k]}": len(subs[k].queue) for k in sorted(lost)}
     if lost:
         merged = merged.with_changes(status=Status.GREEDY_FALLBACK)
-    chosen = merged
     if baseline is not None and merged.objective > trivial_bound(instance):
         alone = assemble(
             instance, solver, baseline(instance), Status.FEASIBLE, merged.bound, started
         )
         if alone.objective < merged.objective:
-            chosen = alone
-    if polish and chosen.objective > trivial_bound(instance):
-        chosen = _polished(instance, chosen, solver, started, options, stats)
-    return chosen.with_changes(stats=stats, wall_s=time.perf_counter() - started)
-
-
-def _polished(
-    instance: Instance,
-    decision: Decision,
-    solver: str,
-    started: float,
-    options: SolveOptions,
-    stats: dict[str, float | int],
-) -> Decision:
-    """``decision`` improved by the node search over the whole cluster in the time
-    the round has left (see :func:`solve_split`), when that is enough."""
-    # Placing the searched sequences back costs about one list schedule.
-    until = started + POLISH_UNTIL * options.time_limit_s - round_cost(instance).greedy_s
-    if until - time.perf_counter() < MIN_POLISH_S:
-        return decision
-    jobs, value, search = improve_nodes(
-        instance,
-        list(decision.jobs),
-        decision.objective,
-        until,
-        options.seed,
-        None,
-        None,
-        WsptPolicy.prefer,
-    )
-    stats.update(node_moves=search.tried, node_moved=search.moved)
-    if value >= decision.objective:
-        return decision
-    return assemble(instance, solver, jobs, Status.FEASIBLE, decision.bound, started)
+            return alone.with_changes(stats=stats)
+    return merged.with_changes(stats=stats, wall_s=time.perf_counter() - started)
 
 
 def _run_pools(
