@@ -86,7 +86,10 @@ class NodeSearch:
             k: [n for n in self.base.eligible(k) if self._may_use(k, n)] for k in self.node_of
         }
         self._prices: dict[tuple[int, int], float] = {}
-        self.cost = [self.node_cost(n, sequence) for n, sequence in enumerate(self.sequence)]
+        self.starts: dict[int, int] = {}  # by moving job, its start in its node's sequence
+        self.cost = [
+            self.node_cost(n, sequence, self.starts) for n, sequence in enumerate(self.sequence)
+        ]
         self.tried = 0
         self.moved = 0
         self.stalled = False
@@ -123,7 +126,9 @@ class NodeSearch:
             )
         return price
 
-    def node_cost(self, node: int, sequence: list[int]) -> float:
+    def node_cost(
+        self, node: int, sequence: list[int], starts: dict[int, int] | None = None
+    ) -> float:
         """What ``sequence`` on ``node`` adds to the objective, each job at its earliest
         fit after the ones before it (inf when one fits only past the horizon)."""
         if not sequence:
@@ -157,6 +162,8 @@ class NodeSearch:
             if job.memory_gb:
                 mem.add(start, start + duration, job.memory_gb)
             total += instance.weights[k] * (start + duration) + self._price(k, node)
+            if starts is not None:
+                starts[k] = start
         return total
 
     def improve(
@@ -169,11 +176,13 @@ class NodeSearch:
         """Moves until ``deadline`` (or ``moves`` tried, or ``patience`` out); each one
         kept when it lowers the objective. Returns how much it went down.
 
-        A move draws a job and a node it may use: the job goes to a place drawn
-        in that node's sequence, or swaps with a job drawn there
-        (:data:`SWAP_SHARE` of the moves to another node). Measured on 1,024-GPU
-        rounds, a drawn place paid more per second than the best of several, and
-        drawing any job more than favouring the latest-ending ones."""
+        A move draws a job and a node it may use. On another node the job goes
+        where it would start at about the same time (before the first job there
+        that starts later), or swaps with a job drawn there (:data:`SWAP_SHARE`
+        of these moves); on its own node, to a place drawn. Measured on
+        1,024-GPU rounds (10,000 moves, four rounds): the same-time place gained
+        0.58% where a drawn one gained 0.51%; the best of eight places, or
+        favouring the latest-ending jobs, paid less per second."""
         patience = Patience() if patience is None else patience
         rng = random.Random(seed)
         jobs = sorted(self.node_of)
@@ -206,7 +215,12 @@ class NodeSearch:
         lowers the objective; the change (0 when not done)."""
         here = [x for x in self.sequence[a] if x != k]
         there = list(here if b == a else self.sequence[b])
-        there.insert(rng.randrange(len(there) + 1), k)
+        if b != a:  # at about the same time there: before the first job starting later
+            start = self.starts[k]
+            place = next((i for i, x in enumerate(there) if self.starts[x] > start), len(there))
+        else:
+            place = rng.randrange(len(there) + 1)
+        there.insert(place, k)
         cost_there = self.node_cost(b, there)
         if b == a:
             delta = cost_there - self.cost[a]
@@ -261,8 +275,10 @@ class NodeSearch:
         return delta
 
     def _set(self, node: int, sequence: list[int], cost: float) -> None:
-        """``node``'s sequence and what it costs, after a move is kept."""
+        """``node``'s sequence and what it costs, after a move is kept, and its jobs'
+        starts."""
         self.sequence[node], self.cost[node] = sequence, cost
+        self.node_cost(node, sequence, self.starts)
 
     def decision(self) -> tuple[list[JobDecision], float] | None:
         """The searched sequences as a complete decision, and its objective: the
