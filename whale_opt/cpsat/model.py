@@ -265,7 +265,8 @@ class CpSatPolicy:
                 jobs, value = found, found_value
             if bound < value - 1e-9 and preset.node_share > 0:
                 patience.restart()
-                spare = deadline - time.perf_counter()
+                # Placing its result back costs at most about what the greedy did.
+                spare = deadline - stats["greedy_s"] - time.perf_counter()
                 stop, moves = time.perf_counter() + spare * preset.node_share, None
                 if preset.deterministic:
                     stop, moves = deadline, preset.node_moves
