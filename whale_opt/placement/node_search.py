@@ -6,7 +6,7 @@ sequence: each starts at its earliest fit on the node (GPU count, CPU,
 memory, free GPUs now) after them. A move (one job to another place in its
 node's sequence or in another node's it may use; two jobs on two nodes
 swapped) changes two nodes' schedules and is priced by re-timing those two
-alone: 5,000-30,000 moves in 5 s on a 1,000-GPU round (bench/EXACT.md), where
+alone: 2,000-17,000 moves in a 5 s round at 1,000 GPUs (bench/EXACT.md), where
 the order search (:mod:`whale_opt.placement.order_search`) re-runs the list
 schedule from the moved job on for each one.
 
