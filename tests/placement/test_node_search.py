@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -211,3 +212,28 @@ def test_a_search_with_nothing_left_to_gain_stops_once_stalled() -> None:
     assert search.improve(math.inf) == 0.0
     assert search.stalled
     assert search.tried == node_search.STALL_PER_JOB * len(search.node_of)
+
+
+def test_a_node_whose_jobs_cannot_all_be_timed_again_is_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Timed again in order, a node's jobs could in principle end past the horizon
+    # (an earlier start pushing a later one): such a node's jobs stay put.
+    instance = generate("fragmented", gpus=128, queued=40, seed=12)
+    greedy = get_policy("wspt").decide(instance)
+    first = NodeSearch(instance, list(greedy.jobs), WsptPolicy.prefer)
+    busy = max(range(len(first.sequence)), key=lambda n: len(first.sequence[n]))
+    jobs_there = list(first.sequence[busy])
+    cost = NodeSearch.node_cost
+
+    def past_horizon(self: NodeSearch, node: int, *args: Any) -> float:
+        building = not hasattr(self, "tried")  # set once the search is built
+        return math.inf if building and node == busy else cost(self, node, *args)
+
+    monkeypatch.setattr(NodeSearch, "node_cost", past_horizon)
+    search = NodeSearch(instance, list(greedy.jobs), WsptPolicy.prefer)
+    start = objective(instance, list(greedy.jobs))
+    assert jobs_there and search.sequence[busy] == [] and search.cost[busy] == 0.0
+    assert all(k in search.held and k not in search.node_of for k in jobs_there)
+    gained = search.improve(math.inf, moves=300)
+    assert _decided_and_checked(instance, search) == pytest.approx(start - gained, rel=1e-9)

@@ -90,9 +90,22 @@ class NodeSearch:
         self.cost = [
             self.node_cost(n, sequence, self.starts) for n, sequence in enumerate(self.sequence)
         ]
+        for n, cost in enumerate(self.cost):
+            if cost == INF:  # timed again in order, one would start past the horizon
+                self._hold(n, {index[item.id]: item for item in jobs if item.id in index})
         self.tried = 0
         self.moved = 0
         self.stalled = False
+
+    def _hold(self, node: int, items: dict[int, JobDecision]) -> None:
+        """Hold the jobs of ``node``'s sequence where their decision has them."""
+        for k in self.sequence[node]:
+            self.held[k] = items[k]
+            del self.node_of[k], self.choices[k]
+            placement = to_placement(self.instance, k, items[k])
+            if placement is not None:
+                self.base.commit(k, placement)
+        self.sequence[node], self.cost[node] = [], 0.0
 
     def _moving_node(self, position: int, item: JobDecision) -> int | None:
         """The node ``item`` holds job ``position`` on when the search may move it."""
