@@ -263,10 +263,12 @@ class CpSatPolicy:
             stats["search_value"] = found_value
             if found_value < value:
                 jobs, value = found, found_value
-            if bound < value - 1e-9 and preset.node_share > 0:
+            # Building the node search and placing its result back cost at most about
+            # what the greedy did each: it runs when that leaves time for moves.
+            spare = deadline - stats["greedy_s"] - time.perf_counter()
+            roomy = preset.deterministic or spare > 2 * stats["greedy_s"]
+            if bound < value - 1e-9 and preset.node_share > 0 and roomy:
                 patience.restart()
-                # Placing its result back costs at most about what the greedy did.
-                spare = deadline - stats["greedy_s"] - time.perf_counter()
                 stop, moves = time.perf_counter() + spare * preset.node_share, None
                 if preset.deterministic:
                     stop, moves = deadline, preset.node_moves
