@@ -22,6 +22,7 @@ class Profile:
     """
 
     __slots__ = ("_arrays", "_runs", "levels", "times")
+    _long: float = LONG  # steps beyond which this profile reads arrays
 
     def __init__(self) -> None:
         self.times: list[int] = [0]
@@ -78,7 +79,7 @@ class Profile:
 
     def drops(self) -> list[int]:
         """The moments (after 0) at which the level drops."""
-        if len(self.times) > LONG:
+        if len(self.times) > self._long:
             times, used = self._array_copy()
             return times[1:][used[1:] < used[:-1]].astype(np.int64).tolist()
         levels = self.levels
@@ -110,16 +111,10 @@ class Profile:
         """
         if amount > limit + EPS or start > give_up:
             return INF
-        if len(self.times) > LONG:
-            return self._earliest_long(start, duration, amount, limit, give_up)
-        return self._earliest_lists(start, duration, amount, limit, give_up)
-
-    def _earliest_lists(
-        self, start: int, duration: int, amount: float, limit: float, give_up: float
-    ) -> float:
-        """:meth:`earliest` by a scan of the lists."""
         times, levels = self.times, self.levels
         last = len(times)
+        if last > self._long:
+            return self._earliest_long(start, duration, amount, limit, give_up)
         t = start
         # One pass: a segment too full moves the start past it; each is read once.
         k = bisect.bisect_right(times, t) - 1
@@ -174,10 +169,4 @@ class _Scratch(Profile):
     """A profile that always reads its lists (:meth:`Profile.scratch`)."""
 
     __slots__ = ()
-
-    def earliest(
-        self, start: int, duration: int, amount: float, limit: float, give_up: float = INF
-    ) -> float:
-        if amount > limit + EPS or start > give_up:
-            return INF
-        return self._earliest_lists(start, duration, amount, limit, give_up)
+    _long = INF
