@@ -224,8 +224,8 @@ class NodeSearch:
         return gained
 
     def _insert(self, k: int, a: int, b: int, rng: random.Random) -> float:
-        """Job ``k`` from node ``a`` to a place drawn in ``b``'s sequence, done when that
-        lowers the objective; the change (0 when not done)."""
+        """Job ``k`` from node ``a`` to a place in ``b``'s sequence (see :meth:`improve`),
+        done when that lowers the objective; the change (0 when not done)."""
         here = [x for x in self.sequence[a] if x != k]
         there = list(here if b == a else self.sequence[b])
         if b != a:  # at about the same time there: before the first job starting later
@@ -234,38 +234,18 @@ class NodeSearch:
         else:
             place = rng.randrange(len(there) + 1)
         there.insert(place, k)
-        cost_there = self.node_cost(b, there)
-        if b == a:
-            delta = cost_there - self.cost[a]
-            if delta >= -EPS_COST:
-                return 0.0
-            self._set(a, there, cost_there)
-            return delta
-        cost_here = self.node_cost(a, here)
-        delta = cost_here + cost_there - self.cost[a] - self.cost[b]
-        if delta >= -EPS_COST:
-            return 0.0
-        self._set(a, here, cost_here)
-        self._set(b, there, cost_there)
-        self.node_of[k] = b
-        return delta
+        changes = [(a, there)] if b == a else [(a, here), (b, there)]
+        return self._change(changes, {k: b}, only_better=True) or 0.0
 
     def _swap(self, k: int, a: int, b: int, rng: random.Random) -> float:
         """Job ``k`` on node ``a`` and a job drawn on ``b`` trade places, done when that
-        lowers the objective; the change."""
+        lowers the objective; the change (0 when not done)."""
         other = self.sequence[b][rng.randrange(len(self.sequence[b]))]
         if a not in self.choices[other]:
             return 0.0
         here = [other if x == k else x for x in self.sequence[a]]
         there = [k if x == other else x for x in self.sequence[b]]
-        cost_here, cost_there = self.node_cost(a, here), self.node_cost(b, there)
-        delta = cost_here + cost_there - self.cost[a] - self.cost[b]
-        if delta >= -EPS_COST:
-            return 0.0
-        self._set(a, here, cost_here)
-        self._set(b, there, cost_there)
-        self.node_of[k], self.node_of[other] = b, a
-        return delta
+        return self._change([(a, here), (b, there)], {k: b, other: a}, only_better=True) or 0.0
 
     def relocate(self, k: int, node: int, place: int) -> float | None:
         """Job ``k`` to index ``place`` of ``node``'s sequence whatever it costs (None,
@@ -275,23 +255,27 @@ class NodeSearch:
         here = [x for x in self.sequence[a] if x != k]
         there = list(here if node == a else self.sequence[node])
         there.insert(min(place, len(there)), k)
-        cost_here = self.node_cost(a, here) if node != a else 0.0
-        cost_there = self.node_cost(node, there)
-        if cost_here == INF or cost_there == INF:
-            return None
-        delta = cost_there - self.cost[node]
-        if node != a:
-            delta += cost_here - self.cost[a]
-            self._set(a, here, cost_here)
-        self._set(node, there, cost_there)
-        self.node_of[k] = node
-        return delta
+        changes = [(a, there)] if node == a else [(a, here), (node, there)]
+        return self._change(changes, {k: node}, only_better=False)
 
-    def _set(self, node: int, sequence: list[int], cost: float) -> None:
-        """``node``'s sequence and what it costs, after a move is kept, and its jobs'
-        starts."""
-        self.sequence[node], self.cost[node] = sequence, cost
-        self.node_cost(node, sequence, self.starts)
+    def _change(
+        self, changes: list[tuple[int, list[int]]], moved: dict[int, int], only_better: bool
+    ) -> float | None:
+        """Nodes' new sequences, each re-timed: kept (with the moved jobs' nodes) unless
+        a job would then fit only past the horizon, or, ``only_better``, the
+        objective would not go down; the change when kept, else None."""
+        starts: dict[int, int] = {}
+        costs = [self.node_cost(node, sequence, starts) for node, sequence in changes]
+        if INF in costs:
+            return None
+        delta = sum(costs) - sum(self.cost[node] for node, _ in changes)
+        if only_better and delta >= -EPS_COST:
+            return None
+        for (node, sequence), cost in zip(changes, costs, strict=True):
+            self.sequence[node], self.cost[node] = sequence, cost
+        self.node_of.update(moved)
+        self.starts.update(starts)
+        return delta
 
     def decision(self) -> tuple[list[JobDecision], float] | None:
         """The searched sequences as a complete decision, and its objective: the
