@@ -72,10 +72,7 @@ class NodeSearch:
                 continue
             node = self._moving_node(k, item)
             if node is None:
-                self.held[k] = item
-                placement = to_placement(instance, k, item)
-                if placement is not None:
-                    self.base.commit(k, placement)
+                self._keep(k, item)
             else:
                 placed.append((node, item.start_s or 0, k))
         self.node_of = {k: node for node, _, k in placed}
@@ -97,14 +94,18 @@ class NodeSearch:
         self.moved = 0
         self.stalled = False
 
+    def _keep(self, k: int, item: JobDecision) -> None:
+        """Hold job ``k`` where its decision ``item`` has it (in the base)."""
+        self.held[k] = item
+        placement = to_placement(self.instance, k, item)
+        if placement is not None:
+            self.base.commit(k, placement)
+
     def _hold(self, node: int, items: dict[int, JobDecision]) -> None:
         """Hold the jobs of ``node``'s sequence where their decision has them."""
         for k in self.sequence[node]:
-            self.held[k] = items[k]
             del self.node_of[k], self.choices[k]
-            placement = to_placement(self.instance, k, items[k])
-            if placement is not None:
-                self.base.commit(k, placement)
+            self._keep(k, items[k])
         self.sequence[node], self.cost[node] = [], 0.0
 
     def _moving_node(self, position: int, item: JobDecision) -> int | None:
