@@ -35,12 +35,17 @@ WATCH_POLL_S = 0.02  # how often the watchdog looks at the round's patience
 # about BUILD_MICROS_PER_JOB per freed job, BUILD_MICROS_PER_NODE per candidate
 # node and BUILD_MICROS_PER_SET per GPU set to start on now (least squares on
 # 51 whole-round models of 1 to 92 jobs on 8 to 157 nodes, idle 2-core machine;
-# measured 0.45-1.8x of it). A whole round's model is built only when that
-# takes at most BUILD_SHARE of the time left for it.
+# measured 0.45-1.8x of it). CP-SAT's presolve of a whole round's model then
+# takes several times the build: its first solution came FIRST_SOLUTION_FACTOR
+# times the predicted build after the start (median over 32 whole-round models:
+# replay rounds of 3-27 jobs on 1,008 GPUs and generated rounds of 4-64 jobs;
+# 1.5-15x). A whole round's model is built only when that first solution is
+# expected within the time left for it: else the round's time goes to the
+# searches that improve from the first second.
 BUILD_MICROS_PER_JOB = 850.0
 BUILD_MICROS_PER_NODE = 100.0
 BUILD_MICROS_PER_SET = 12.5
-BUILD_SHARE = 1 / 3
+FIRST_SOLUTION_FACTOR = 8.0
 
 
 @dataclass(frozen=True)

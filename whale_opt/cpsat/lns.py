@@ -21,7 +21,7 @@ from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
 from whale_opt.cpsat.cpmodel import (
-    BUILD_SHARE,
+    FIRST_SOLUTION_FACTOR,
     HoodResult,
     build_seconds,
     freed_share,
@@ -160,8 +160,8 @@ def exact_round(
     hood = make_neighbourhood(
         instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
     )
-    if build_seconds(hood) > BUILD_SHARE * (deadline - time.perf_counter()):
-        # Built, it would leave no time to solve it (or overrun the round): skipped.
+    if FIRST_SOLUTION_FACTOR * build_seconds(hood) > deadline - time.perf_counter():
+        # Built and presolved, it would leave no time to search (or overrun the round).
         stats.exact_skipped = 1
         return jobs, value, False
     result = solve_neighbourhood(

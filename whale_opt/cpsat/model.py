@@ -229,7 +229,7 @@ class CpSatPolicy:
         patience = Patience(patience_seconds(preset, limit))
         if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
             spare = deadline - time.perf_counter()
-            share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share
+            share = preset.exact_share
             if options.report_bound:  # room for the Lagrangian bound, if the model is not proven
                 share = min(share, 1.0 - LAGRANGIAN_SHARE)
             jobs, value, proven = exact_round(
