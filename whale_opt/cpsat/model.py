@@ -255,7 +255,9 @@ class CpSatPolicy:
         if instance.queue and bound < value - 1e-9 and not proven:
             patience.restart()
             spare = deadline - time.perf_counter()
-            stop = time.perf_counter() + spare * preset.search_share
+            small = len(instance.queue) <= preset.exact_jobs
+            share = preset.small_search_share if small else preset.search_share
+            stop = time.perf_counter() + spare * share
             moves = None
             if preset.deterministic:  # counted moves, not time, decide when to stop
                 stop, moves = deadline, preset.search_moves

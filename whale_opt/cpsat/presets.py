@@ -29,7 +29,9 @@ class Preset:
     """A named configuration: CP-SAT parameters and how the round spends its time.
 
     ``search_share``: fraction of the time after the greedy given to the
-    order search, ``node_share`` of the time left after it to the node search
+    order search (``small_search_share`` on a queue of at most
+    ``exact_jobs``: there a list schedule is cheap, the order search gains
+    most per second and the node search soon stalls), ``node_share`` of the time left after it to the node search
     (:mod:`whale_opt.placement.node_search`; 0: none; it ends sooner once it
     stalls) and the rest to CP-SAT LNS; ``hood_size``: jobs freed
     per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
@@ -53,6 +55,7 @@ class Preset:
     name: str
     parameters: dict[str, Any]
     search_share: float = 0.3
+    small_search_share: float = 0.8
     hood_size: int = 24
     nodes_per_job: int = 6
     deterministic: bool = False
