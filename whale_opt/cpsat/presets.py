@@ -31,7 +31,8 @@ class Preset:
     ``search_share``: fraction of the time after the greedy given to the
     order search (``small_search_share`` on a queue of at most
     ``exact_jobs``: there a list schedule is cheap, the order search gains
-    most per second and the node search soon stalls), ``node_share`` of the time left after it to the node search
+    most per second and the node search soon stalls), ``node_share`` of the
+    time left after it to the node search
     (:mod:`whale_opt.placement.node_search`; 0: none; it ends sooner once it
     stalls) and the rest to CP-SAT LNS; ``hood_size``: jobs freed
     per neighbourhood at first (adapted as it goes); ``nodes_per_job``:
