@@ -15,6 +15,7 @@ from whale_opt.bounds import (
     earliest_end_bound,
     earliest_times,
     flow_bound,
+    lagrangian,
     lagrangian_bound,
     lower_bound,
     without_preemptible,
@@ -262,6 +263,23 @@ def test_the_bound_is_below_a_checked_cpsat_decision(family: str) -> None:
     assert bound > 0
     assert at_most(bound, decision.objective)
     assert at_most(decision.bound, decision.objective)
+
+
+def test_the_lp_prices_raise_the_bound_where_the_ascent_stops_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A loaded round (64 GPUs, 16 queued on 17 running): the subgradient ascent
+    # converges a few points below the relaxation's LP optimum; the LP's dual
+    # prices give the optimum itself, and still a valid bound.
+    instance = generate("fragmented", gpus=64, queued=16, seed=502)
+    decision = get_policy("cpsat").decide(instance, SolveOptions(time_limit_s=2.0))
+    assert check(instance, decision) == []
+    # Time enough for the LP however loaded the machine (the ascent converges first).
+    with_lp = lagrangian_bound(instance, decision.objective, _soon(60.0))
+    monkeypatch.setattr(lagrangian, "_lp_prices", lambda *args: None)
+    ascent = lagrangian_bound(instance, decision.objective, _soon(60.0))
+    assert at_most(with_lp, decision.objective)
+    assert with_lp > 1.01 * ascent
 
 
 def _two_gangs_and_scattered_gpus() -> Instance:
