@@ -40,9 +40,9 @@ its nonzeros), its dual prices are taken and ``L`` is evaluated at them: a
 bound as valid as any other prices give, whatever GLOP's tolerances, and
 the LP's optimum itself (measured to 1e-9). On loaded 64-GPU rounds of 16
 jobs the ascent stopped 2.5-3.5 points of the greedy short of it; on others
-it came within half a point. Shares and CPU-only jobs are left out (a job left out of the capacity
-keeps the bound valid), as in the analytic bounds, and so is an NVLink price
-(some placement may not pay it).
+it came within half a point. Shares and CPU-only jobs are left out (a job
+left out of the capacity keeps the bound valid), as in the analytic bounds,
+and so is an NVLink price (some placement may not pay it).
 """
 
 from __future__ import annotations
@@ -102,6 +102,12 @@ class _Relaxation:
     hi: np.ndarray
     end: np.ndarray
     families: list[_Family]
+
+    def runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per job, its number of choices and the first one's index: choices come
+        job by job, each job's a run of them."""
+        counts = np.bincount(self.job, minlength=len(self.defer))
+        return counts, np.cumsum(counts) - counts
 
 
 def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float:
@@ -294,33 +300,18 @@ def _lp_prices(relaxation: _Relaxation, uses: _Uses, deadline: float) -> np.ndar
     bucket); None when it would not be solved before ``deadline`` (predicted
     from its size), or GLOP did not prove it."""
     r = relaxation
-    grid = r.grid
-    buckets = len(grid) - 1
+    buckets = len(r.grid) - 1
     live = np.nonzero(uses.end > uses.hi)[0]
-    first = np.searchsorted(grid, uses.hi[live], side="right") - 1
-    last = np.searchsorted(grid, uses.end[live], side="left")
-    spans = last - first
+    first = np.searchsorted(r.grid, uses.hi[live], side="right") - 1
+    spans = np.searchsorted(r.grid, uses.end[live], side="left") - first
     terms = int(spans.sum()) + 2 * len(r.cost)
-    left = deadline - time.perf_counter()
-    if LP_MICROS_PER_TERM * 1e-6 * terms > left:
+    if LP_MICROS_PER_TERM * 1e-6 * terms > deadline - time.perf_counter():
         return None
-    # Each use's share of each bucket its sure interval [hi, end) overlaps.
-    use = np.repeat(live, spans)
-    bucket = (
-        np.repeat(first, spans) + np.arange(len(use)) - np.repeat(np.cumsum(spans) - spans, spans)
-    )
-    overlap = np.minimum(uses.end[use], grid[bucket + 1]) - np.maximum(uses.hi[use], grid[bucket])
-    keep = overlap > 0
-    row = (uses.family[use] * buckets + bucket)[keep]
-    column = uses.choice[use][keep]
-    value = (uses.amount[use] * overlap)[keep]
-    order = np.argsort(row, kind="stable")
-    row, column, value = row[order], column[order], value[order]
+    row, column, value = _room_rows(r.grid, uses, live, first, spans)
     model = linear_solver_pb2.MPModelProto()
     for cost in [*r.cost.tolist(), *r.defer.tolist()]:
         model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=cost)
-    counts = np.bincount(r.job, minlength=len(r.defer))
-    firsts = np.cumsum(counts) - counts
+    counts, firsts = r.runs()
     for j, (start, count) in enumerate(zip(firsts.tolist(), counts.tolist(), strict=True)):
         constraint = model.constraint.add(lower_bound=1.0, upper_bound=1.0)
         constraint.var_index.extend([*range(start, start + count), len(r.cost) + j])
@@ -345,6 +336,26 @@ def _lp_prices(relaxation: _Relaxation, uses: _Uses, deadline: float) -> np.ndar
     return prices.reshape(len(r.families), buckets)
 
 
+def _room_rows(
+    grid: np.ndarray, uses: _Uses, live: np.ndarray, first: np.ndarray, spans: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The LP's room rows as (row, column, value) triples sorted by row (row: family
+    x bucket, flattened; column: the choice): each ``live`` use's amount times
+    the seconds its sure interval ``[hi, end)`` spends in each of the ``spans``
+    buckets from bucket ``first``."""
+    buckets = len(grid) - 1
+    use = np.repeat(live, spans)
+    offset = np.arange(len(use)) - np.repeat(np.cumsum(spans) - spans, spans)
+    bucket = np.repeat(first, spans) + offset
+    overlap = np.minimum(uses.end[use], grid[bucket + 1]) - np.maximum(uses.hi[use], grid[bucket])
+    keep = overlap > 0
+    row = (uses.family[use] * buckets + bucket)[keep]
+    column = uses.choice[use][keep]
+    value = (uses.amount[use] * overlap)[keep]
+    order = np.argsort(row, kind="stable")
+    return row[order], column[order], value[order]
+
+
 def _value(
     relaxation: _Relaxation, uses: _Uses, lam: np.ndarray
 ) -> tuple[float, np.ndarray, np.ndarray]:
@@ -352,11 +363,9 @@ def _value(
     r = relaxation
     cost = r.cost + uses.priced(lam, np.diff(r.grid), len(r.cost))
     least = np.full(len(r.defer), np.inf)
-    # Choices come job by job: each job's are a run of them.
-    counts = np.bincount(r.job, minlength=len(r.defer))
+    counts, firsts = r.runs()
     offered = counts > 0
-    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))[offered]
-    least[offered] = np.minimum.reduceat(cost, firsts)
+    least[offered] = np.minimum.reduceat(cost, firsts[offered])
     room = np.array([family.room for family in r.families])
     value = r.fixed + float(np.minimum(least, r.defer).sum()) - float((lam * room).sum())
     return value, cost, least
