@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from ortools.linear_solver import linear_solver_pb2, pywraplp
@@ -103,11 +104,22 @@ class _Relaxation:
     end: np.ndarray
     families: list[_Family]
 
+    @cached_property
     def runs(self) -> tuple[np.ndarray, np.ndarray]:
         """Per job, its number of choices and the first one's index: choices come
         job by job, each job's a run of them."""
         counts = np.bincount(self.job, minlength=len(self.defer))
         return counts, np.cumsum(counts) - counts
+
+    @cached_property
+    def room(self) -> np.ndarray:
+        """The room per family (rows) and bucket."""
+        return np.array([family.room for family in self.families])
+
+    @cached_property
+    def width(self) -> np.ndarray:
+        """Each bucket's length."""
+        return np.diff(self.grid)
 
 
 def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float:
@@ -311,14 +323,14 @@ def _lp_prices(relaxation: _Relaxation, uses: _Uses, deadline: float) -> np.ndar
     model = linear_solver_pb2.MPModelProto()
     for cost in [*r.cost.tolist(), *r.defer.tolist()]:
         model.variable.add(lower_bound=0.0, upper_bound=1.0, objective_coefficient=cost)
-    counts, firsts = r.runs()
+    counts, firsts = r.runs
     for j, (start, count) in enumerate(zip(firsts.tolist(), counts.tolist(), strict=True)):
         constraint = model.constraint.add(lower_bound=1.0, upper_bound=1.0)
         constraint.var_index.extend([*range(start, start + count), len(r.cost) + j])
         constraint.coefficient.extend([1.0] * (count + 1))
     rows, starts = np.unique(row, return_index=True)
     ends = np.append(starts[1:], len(row))[: len(starts)]  # none when no row
-    room = np.array([family.room for family in r.families]).ravel()
+    room = r.room.ravel()
     for flat, a, b in zip(rows.tolist(), starts.tolist(), ends.tolist(), strict=True):
         constraint = model.constraint.add(lower_bound=-math.inf, upper_bound=float(room[flat]))
         constraint.var_index.extend(column[a:b].tolist())
@@ -361,13 +373,12 @@ def _value(
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """``L(lam)``, each choice's cost at prices ``lam`` and each job's least."""
     r = relaxation
-    cost = r.cost + uses.priced(lam, np.diff(r.grid), len(r.cost))
+    cost = r.cost + uses.priced(lam, r.width, len(r.cost))
     least = np.full(len(r.defer), np.inf)
-    counts, firsts = r.runs()
+    counts, firsts = r.runs
     offered = counts > 0
     least[offered] = np.minimum.reduceat(cost, firsts[offered])
-    room = np.array([family.room for family in r.families])
-    value = r.fixed + float(np.minimum(least, r.defer).sum()) - float((lam * room).sum())
+    value = r.fixed + float(np.minimum(least, r.defer).sum()) - float((lam * r.room).sum())
     return value, cost, least
 
 
@@ -376,7 +387,7 @@ def _ascend(relaxation: _Relaxation, uses: _Uses, upper: float, deadline: float)
     r = relaxation
     grid = r.grid
     jobs = len(r.defer)
-    room = np.array([family.room for family in r.families])
+    room = r.room
     lam = np.zeros_like(room)  # a price per family and bucket
     best = -math.inf
     factor, stall = START_FACTOR, 0
@@ -437,7 +448,7 @@ class _Uses:
         choice = np.concatenate([np.asarray(f.choices, dtype=np.int64) for f in r.families])
         amount = np.concatenate([np.asarray(f.uses, dtype=float) for f in r.families])
         hi, end = r.hi[choice], r.end[choice]
-        width = np.diff(r.grid)
+        width = r.width
         buckets = len(width)
 
         def locate(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -227,7 +227,8 @@ class CpSatPolicy:
         proven = False
         # From here on the round may end early, once its search stops finding better.
         patience = Patience(patience_seconds(preset, limit))
-        if instance.queue and bound < value - 1e-9 and len(instance.queue) <= preset.exact_jobs:
+        small = len(instance.queue) <= preset.exact_jobs  # one whole model's size
+        if instance.queue and bound < value - 1e-9 and small:
             spare = deadline - time.perf_counter()
             share = preset.exact_share
             if options.report_bound:  # room for the Lagrangian bound, if the model is not proven
@@ -255,7 +256,6 @@ class CpSatPolicy:
         if instance.queue and bound < value - 1e-9 and not proven:
             patience.restart()
             spare = deadline - time.perf_counter()
-            small = len(instance.queue) <= preset.exact_jobs
             share = preset.small_search_share if small else preset.search_share
             stop = time.perf_counter() + spare * share
             moves = None
