@@ -378,6 +378,31 @@ def test_a_pool_without_an_answer_by_the_deadline_falls_back() -> None:
     assert decision.stats["pools_fallback"] == 1
 
 
+def hangs_in_every_pool(instance: Instance, options: SolveOptions) -> Decision:
+    """A pool solve that never answers."""
+    time.sleep(60)
+    raise AssertionError("unreachable")
+
+
+def test_a_round_whose_every_pool_hangs_still_ends_within_its_limit() -> None:
+    # Seven pools whose greedies take about a second here: made after the wait for
+    # the pools, they would end the round past its limit; made as each pool's
+    # answer falls overdue, they end it within.
+    instance = generate("hetero", gpus=512, queued=2000, seed=3)
+    options = SolveOptions(time_limit_s=3.0)
+    local = LocalExecutor(2)
+    try:
+        decision = solve_split(
+            instance, hangs_in_every_pool, "wspt", options, max_gpus=128, executor=local, workers=2
+        )
+    finally:
+        local.shutdown(wait=False)
+    assert check(instance, decision) == []
+    assert decision.wall_s < options.time_limit_s
+    assert decision.stats["pools_fallback"] == decision.stats["pools"] == 7
+    assert decision.status is Status.GREEDY_FALLBACK
+
+
 # -- what a replay's rounds reuse or skip --------------------------------------------
 
 

@@ -23,7 +23,11 @@ honest about what the split may cost.
 
 A pool whose solve is lost (its worker died, or it raised) or has not
 answered by :data:`POOL_WAIT` of the time limit is decided here by the WSPT
-greedy instead; the others keep their solver's decision. The decision then
+greedy instead; the others keep their solver's decision. That greedy is made
+while the other pools run: at once for a pool that failed, and for a pool
+still out once its answer is overdue (its limit, a worker's overhead and
+:data:`OVERDUE_SHARE` of its limit after the time a free worker was expected
+to take it), so a round whose workers die or hang still ends within its limit. The decision then
 says so: status ``greedy-fallback``, and in its stats ``pools``,
 ``pools_fallback`` and one ``fallback_pool_<k>`` per such pool (``k`` its
 position in :func:`pools`, the value its queued jobs); a warning names the
@@ -40,7 +44,7 @@ them), :mod:`~whale_opt.decompose.sub` (a pool as an instance),
 """
 
 from whale_opt.decompose.cut import Pool, pools
-from whale_opt.decompose.limits import DEFAULT_MAX_GPUS, POOL_SHARE, POOL_WAIT
+from whale_opt.decompose.limits import DEFAULT_MAX_GPUS, OVERDUE_SHARE, POOL_SHARE, POOL_WAIT
 from whale_opt.decompose.merge import merge
 from whale_opt.decompose.split import PoolSolve, solve_split
 from whale_opt.decompose.sub import (
@@ -53,6 +57,7 @@ from whale_opt.decompose.sub import (
 
 __all__ = [
     "DEFAULT_MAX_GPUS",
+    "OVERDUE_SHARE",
     "POOL_SHARE",
     "POOL_WAIT",
     "Pool",

@@ -3,16 +3,22 @@ the greedy), then merged."""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 
 from whale_opt.bounds import trivial_bound
-from whale_opt.budget import pool_limits, round_cost
+from whale_opt.budget import POOL_OVERHEAD_S, pool_limits, round_cost
 from whale_opt.decision import Decision, JobDecision, Status
 from whale_opt.decompose.cut import pools
-from whale_opt.decompose.limits import DEFAULT_MAX_GPUS, POOL_SHARE, POOL_WAIT
+from whale_opt.decompose.limits import (
+    DEFAULT_MAX_GPUS,
+    OVERDUE_SHARE,
+    POOL_SHARE,
+    POOL_WAIT,
+)
 from whale_opt.decompose.merge import merge
 from whale_opt.decompose.sub import (
     preemption_shares,
@@ -85,7 +91,7 @@ def solve_split(
     each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
     heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
     deadline = started + POOL_WAIT * options.time_limit_s
-    found, lost = _run_pools(solve_pool, subs, each, heaviest, executor, deadline)
+    found, lost = _run_pools(solve_pool, subs, each, heaviest, executor, deadline, parallel)
     for k, why in lost.items():
         nodes = parts[busy[k]].nodes
         log.warning(
@@ -96,7 +102,6 @@ def solve_split(
             len(subs[k].queue),
             why,
         )
-        found[k] = _greedy_pool(subs[k], each[k])
     merged = merge(instance, parts, [found[k] for k in range(len(subs))], solver, started, options)
     stats: dict[str, float | int] = {"pools": len(subs), "pools_fallback": len(lost)}
     stats |= {f"fallback_pool_{busy[k]}": len(subs[k].queue) for k in sorted(lost)}
@@ -111,6 +116,20 @@ def solve_split(
     return merged.with_changes(stats=stats, wall_s=time.perf_counter() - started)
 
 
+def _due(each: list[SolveOptions], order: list[int], parallel: int, now: float) -> list[float]:
+    """When each pool's answer is due: the pools solved in ``order`` on ``parallel``
+    workers (as :func:`whale_opt.budget.pool_limits` assumes), each taking its
+    limit and a worker's overhead, and :data:`OVERDUE_SHARE` of its limit more."""
+    free = [now] * max(parallel, 1)  # when each worker is next free
+    due = [now] * len(each)
+    for k in order:
+        start = heapq.heappop(free)
+        end = start + each[k].time_limit_s + POOL_OVERHEAD_S
+        heapq.heappush(free, end)
+        due[k] = end + OVERDUE_SHARE * each[k].time_limit_s
+    return due
+
+
 def _run_pools(
     solve_pool: PoolSolve,
     subs: list[Instance],
@@ -118,9 +137,21 @@ def _run_pools(
     order: list[int],
     executor: Executor | None,
     deadline: float,
+    parallel: int,
 ) -> tuple[dict[int, Decision], dict[int, str]]:
-    """Each pool's decision, and why each pool without one has none (it raised,
-    its worker died, or it did not answer by ``deadline``)."""
+    """Each pool's decision, its own or the greedy's, and why each pool decided
+    by the greedy lost its own (it raised, its worker died, or it did not answer
+    by ``deadline``).
+
+    Pools decided by the greedy are decided here while the others run, so a
+    round whose workers die or hang still ends near ``deadline``, not that many
+    greedies later: a pool whose solve failed at once, and a pool still out past
+    the time its answer was due (:func:`_due`), longest overdue first. An answer
+    that comes meanwhile is taken over the greedy. (Keeping time before
+    ``deadline`` for the greedies of every pool still out would start them at
+    once in a round split for its size, and on a small machine the leader's
+    greedies then slow the workers past their own limits.)
+    """
     found: dict[int, Decision] = {}
     lost: dict[int, str] = {}
     if executor is None:
@@ -129,20 +160,35 @@ def _run_pools(
                 found[k] = solve_pool(subs[k], each[k])
             except Exception as exc:
                 lost[k] = f"{type(exc).__name__}: {exc}"
+                found[k] = _greedy_pool(subs[k], each[k])
         return found, lost
-    futures: dict[Future[Decision], int] = {
+    due = _due(each, order, parallel, time.perf_counter())
+    out: dict[Future[Decision], int] = {
         executor.submit(solve_pool, subs[k], each[k]): k for k in order
     }
-    done, late = wait(futures, timeout=max(0.0, deadline - time.perf_counter()))
-    for future in done:
-        k = futures[future]
-        try:
-            found[k] = future.result()
-        except Exception as exc:  # a lost worker, a dead node, or the solve raised
-            lost[k] = f"{type(exc).__name__}: {exc}"
-    for future in late:
+    greedy: dict[int, Decision] = {}  # made here for pools still out
+    while out:
+        uncovered = sorted((k for k in out.values() if k not in greedy), key=due.__getitem__)
+        now = time.perf_counter()
+        if uncovered and now >= due[uncovered[0]]:
+            greedy[uncovered[0]] = _greedy_pool(subs[uncovered[0]], each[uncovered[0]])
+            done = {future for future in out if future.done()}
+        else:
+            until = min(due[uncovered[0]], deadline) if uncovered else deadline
+            done, _ = wait(out, timeout=max(0.0, until - now), return_when=FIRST_COMPLETED)
+            if not done and time.perf_counter() >= deadline:
+                break
+        for future in done:
+            k = out.pop(future)
+            try:
+                found[k] = future.result()
+            except Exception as exc:  # a lost worker, a dead node, or the solve raised
+                lost[k] = f"{type(exc).__name__}: {exc}"
+                found[k] = greedy[k] if k in greedy else _greedy_pool(subs[k], each[k])
+    for future, k in out.items():
         future.cancel()
-        lost[futures[future]] = "no answer within the time limit"
+        lost[k] = "no answer within the time limit"
+        found[k] = greedy[k] if k in greedy else _greedy_pool(subs[k], each[k])
     return found, lost
 
 
