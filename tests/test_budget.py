@@ -22,10 +22,12 @@ from whale_opt.generate import generate
 from whale_opt.policies.wspt import wspt_order
 
 
-def test_the_greedy_costs_more_per_job_as_the_queue_grows() -> None:
-    assert greedy_seconds(0, 0) == 0
-    assert greedy_seconds(1000, 0) > 10 * greedy_seconds(100, 0)
-    assert greedy_seconds(100, 10_000) > greedy_seconds(100, 0)
+def test_the_greedy_costs_more_per_job_as_the_queue_deepens() -> None:
+    assert greedy_seconds(0, 0, 10) == 0
+    assert greedy_seconds(1000, 0, 10) > 10 * greedy_seconds(100, 0, 10)
+    assert greedy_seconds(100, 10_000, 10) > greedy_seconds(100, 0, 10)
+    # The same queue on more nodes: shallower profiles, less per pair.
+    assert greedy_seconds(1000, 100_000, 1000) < greedy_seconds(1000, 100_000, 100)
 
 
 def test_the_head_is_the_longest_prefix_whose_list_schedule_fits() -> None:
@@ -35,8 +37,9 @@ def test_the_head_is_the_longest_prefix_whose_list_schedule_fits() -> None:
     head = head_size(instance, order, budget)
     assert 1 < head < len(order)
     pairs = _pairs(instance)
-    assert greedy_seconds(head, sum(pairs[k] for k in order[:head])) <= budget
-    assert greedy_seconds(head + 1, sum(pairs[k] for k in order[: head + 1])) > budget
+    nodes = len(instance.nodes)
+    assert greedy_seconds(head, sum(pairs[k] for k in order[:head]), nodes) <= budget
+    assert greedy_seconds(head + 1, sum(pairs[k] for k in order[: head + 1]), nodes) > budget
     assert head_size(instance, order, 1e9) == len(order)
     assert head_size(instance, order, 0.0) == 1
 

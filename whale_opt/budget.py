@@ -19,22 +19,25 @@ from whale_opt.problem_data import Instance
 from whale_opt.topology import node_topologies, rack_groups
 
 # The cost model, measured on the development machine (2 cores, shared): the
-# list schedule spends MICROS_PER_JOB + MICROS_PER_QUEUED x (jobs in the queue)
-# microseconds per queued job (profiles deepen as the queue grows) plus
-# MICROS_PER_PAIR per (job, eligible node) pair (the search scans node arrays,
-# not nodes one by one). Fitted (least squares on the relative error) to 179 list
-# schedules: hetero, dgx1, fragmented and mixed rounds of 128-2,048 GPUs with
-# 100-2,000 queued, and pools of 64 and 128 GPUs cut from them; the median
-# measured/predicted is 1.1, 80% within 0.8-1.7x (the constants before,
-# 130 / 0.04 / 0.5, predicted a third of a 2,000-job list schedule). The analytic
+# list schedule spends MICROS_PER_JOB per queued job and MICROS_PER_PAIR per
+# (job, eligible node) pair (the search scans node arrays, not nodes one by one),
+# and each grows with the queue's depth, its jobs per node (the profiles its
+# placements deepen): MICROS_PER_JOB_DEPTH and MICROS_PER_PAIR_DEPTH per job per
+# node. Fitted (least squares on the relative error) to 186 list schedules:
+# hetero, dgx1, fragmented and mixed rounds of 128-10,000 GPUs with 100-5,000
+# queued, and pools of 64 and 128 GPUs cut from them; the median
+# measured/predicted is 1.1, 80% within 0.8-1.7x, the rounds of 1,000 jobs or
+# more within 0.64-1.9x. The model before (no depth) predicted a third to a half
+# of 2,000 jobs on 16-77 nodes. The analytic
 # bound takes about BOUND_MICROS_PER_JOB_TYPE per queued job and GPU type (its
 # flow) plus BOUND_MICROS_PER_PAIR per pair (its earliest placements); past
 # CHEAP_ABOVE queued jobs x nodes it searches once per job shape and GPU type
 # instead, about BOUND_MICROS_PER_SHAPE_NODE per such search and node (0.9 s
 # for 899 searches on 1,561 nodes, hetero 10,000 GPUs / 5,000 queued).
 MICROS_PER_JOB = 170.0
-MICROS_PER_QUEUED = 0.19
-MICROS_PER_PAIR = 0.4
+MICROS_PER_JOB_DEPTH = 0.53
+MICROS_PER_PAIR = 0.37
+MICROS_PER_PAIR_DEPTH = 0.144
 BOUND_MICROS_PER_JOB_TYPE = 150.0  # measured 106-148 on hetero 512-2048 GPUs (idle machine)
 BOUND_MICROS_PER_PAIR = 8.0
 BOUND_MICROS_PER_SHAPE_NODE = 0.65
@@ -60,17 +63,19 @@ def _pairs(instance: Instance) -> list[int]:
     return [len(eligibility.eligible(k)) for k in range(len(instance.queue))]
 
 
-def greedy_seconds(jobs: int, pairs: int) -> float:
+def greedy_seconds(jobs: int, pairs: int, nodes: int) -> float:
     """The list schedule's expected time for ``jobs`` queued jobs with ``pairs``
-    (job, eligible node) pairs between them."""
-    per_job = MICROS_PER_JOB + MICROS_PER_QUEUED * jobs
-    return (jobs * per_job + MICROS_PER_PAIR * pairs) * 1e-6
+    (job, eligible node) pairs between them on ``nodes`` nodes."""
+    depth = jobs / max(nodes, 1)
+    per_job = MICROS_PER_JOB + MICROS_PER_JOB_DEPTH * depth
+    per_pair = MICROS_PER_PAIR + MICROS_PER_PAIR_DEPTH * depth
+    return (jobs * per_job + pairs * per_pair) * 1e-6
 
 
 def round_cost(instance: Instance) -> RoundCost:
     """The expected cost of the round's list schedule and analytic bound."""
     pairs = sum(_pairs(instance))
-    greedy = greedy_seconds(len(instance.queue), pairs)
+    greedy = greedy_seconds(len(instance.queue), pairs, len(instance.nodes))
     types = len({node.gpu_type for node in instance.nodes})
     bound = BOUND_MICROS_PER_JOB_TYPE * len(instance.queue) * types
     if len(instance.queue) * len(instance.nodes) <= CHEAP_ABOVE:
@@ -121,7 +126,7 @@ def head_size(instance: Instance, order: list[int], budget_s: float) -> int:
     total = 0
     for count, k in enumerate(order, start=1):
         total += pairs[k]
-        if greedy_seconds(count, total) > budget_s:
+        if greedy_seconds(count, total, len(instance.nodes)) > budget_s:
             return max(1, count - 1)
     return len(order)
 
