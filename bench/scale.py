@@ -69,8 +69,9 @@ def _list(seed: int) -> dict[str, Any]:
 
 
 def _solve(seed: int, limit_s: float) -> dict[str, Any]:
+    from whale_opt.budget import TAIL_REASON
     from whale_opt.check import check
-    from whale_opt.solve import TAIL_REASON, solve
+    from whale_opt.solve import solve
 
     instance = _instance(seed)
     wall = time.perf_counter()

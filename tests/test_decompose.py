@@ -11,9 +11,11 @@ from functools import partial
 
 import pytest
 
+from whale_opt.budget import TAIL_REASON
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
+from whale_opt.decompose.split import _greedy_pool
 from whale_opt.executors import LocalExecutor, WorkerLost
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
@@ -401,6 +403,19 @@ def test_a_round_whose_every_pool_hangs_still_ends_within_its_limit() -> None:
     assert decision.wall_s < options.time_limit_s
     assert decision.stats["pools_fallback"] == decision.stats["pools"] == 7
     assert decision.status is Status.GREEDY_FALLBACK
+
+
+def test_a_lost_pool_with_no_time_left_decides_its_head_and_defers_the_rest() -> None:
+    instance = generate("hetero", gpus=64, queued=200, seed=3)
+    options = SolveOptions(time_limit_s=2.0)
+    roomy = _greedy_pool(instance, options, budget_s=60.0)
+    assert not any(item.reason == TAIL_REASON for item in roomy.jobs)
+    rushed = _greedy_pool(instance, options, budget_s=0.0)
+    assert check(instance, rushed) == []
+    assert rushed.status is Status.GREEDY_FALLBACK
+    tail = [item for item in rushed.jobs if item.reason == TAIL_REASON]
+    assert len(tail) == len(instance.queue) - 1  # the head is one job
+    assert all(item.action is Action.DEFERRED for item in tail)
 
 
 # -- what a replay's rounds reuse or skip --------------------------------------------

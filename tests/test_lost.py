@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from check_builders import decide, found, start
 
+from whale_opt.budget import solve_head
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision
 from whale_opt.io import (
@@ -29,7 +30,7 @@ from whale_opt.problem_data import (
 )
 from whale_opt.registry import get_policy
 from whale_opt.scheduler import Scheduler
-from whale_opt.solve import solve, solve_head
+from whale_opt.solve import solve
 
 DATA = Path(__file__).resolve().parent / "data"
 LOST_FILE = DATA / "good-lost-jobs.json"

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from whale_opt.bounds import trivial_bound
-from whale_opt.budget import bound_fits, head_size, round_cost, split_size
+from whale_opt.budget import TAIL_REASON, bound_fits, head_size, round_cost, split_size
 from whale_opt.check import check
 from whale_opt.decision import Action
 from whale_opt.generate import generate
@@ -21,7 +21,7 @@ from whale_opt.options import SolveOptions
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
 from whale_opt.registry import get_policy
-from whale_opt.solve import TAIL_REASON, solve
+from whale_opt.solve import solve
 from whale_opt.topology import eligible_nodes, node_topologies
 
 SLACK_S = 0.3  # the machine is shared: allow some scheduling noise on top of the limit

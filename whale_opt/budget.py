@@ -4,17 +4,22 @@ A round returns within its time limit. Its fixed work is the list schedule
 every solver starts from and the analytic lower bound; :func:`round_cost`
 predicts both from the queue and the nodes each job could use (``pairs``),
 with constants measured on the development machine. :mod:`whale_opt.solve`
-reads it to split a round into pools, cut a queue to its head, or report the
-trivial bound instead of the analytic one.
+reads it to split a round into pools, cut a queue to its head
+(:func:`solve_head`), or report the trivial bound instead of the analytic one.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from whale_opt.bounds import CHEAP_ABOVE, shape_key
+from whale_opt.bounds import CHEAP_ABOVE, shape_key, trivial_bound
+from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.placement.eligibility import Eligibility
+from whale_opt.placement.serial import assemble
+from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
 from whale_opt.topology import node_topologies, rack_groups
 
@@ -45,6 +50,10 @@ GREEDY_SHARE = 0.25  # of the time limit the list schedule may take
 MIN_POOL_WEIGHT = 0.25  # of the mean pool's expected work, the least a pool's time share counts
 POOL_OVERHEAD_S = 0.05  # a pool's wall time past its limit in a worker (0.03-0.11 s measured)
 BOUND_SHARE = 0.25  # of the time limit the analytic bound may take
+TAIL_REASON = (
+    "not planned this round: the queue is longer than one round can plan within its"
+    " time limit (considered again next round)"
+)
 
 
 @dataclass(frozen=True)
@@ -162,3 +171,26 @@ def _dispatch(durations: list[float], workers: int) -> float:
     for duration in sorted(durations, reverse=True):
         free[free.index(min(free))] += duration
     return max(free)
+
+
+def solve_head(
+    instance: Instance, head: int, decide: Callable[[Instance], Decision], solver: str
+) -> Decision:
+    """Decide the first ``head`` jobs of the greedy's order with ``decide``; defer the rest.
+
+    The bound is the head's plus, per deferred job, its weighted shortest
+    duration (no valid decision makes it end sooner).
+    """
+    started = time.perf_counter()
+    order = wspt_order(instance)
+    kept = sorted(order[:head])
+    tail = sorted(order[head:])
+    sub = instance.replace(queue=tuple(instance.queue[k] for k in kept))
+    decision = decide(sub)
+    ids = {instance.queue[k].id for k in tail}
+    jobs = [item for item in decision.jobs if item.id not in ids]
+    jobs += [JobDecision(instance.queue[k].id, Action.DEFERRED, reason=TAIL_REASON) for k in tail]
+    rest = instance.replace(queue=tuple(instance.queue[k] for k in tail))
+    bound = decision.bound + trivial_bound(rest)
+    status = Status.FEASIBLE if decision.status is Status.OPTIMAL else decision.status
+    return assemble(instance, solver, jobs, status, bound, started)

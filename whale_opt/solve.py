@@ -14,26 +14,31 @@ every solver starts from and the analytic lower bound; the cost model
   and returned instead of the merged pools when they do not beat it;
 - a queue still too long (one rack of one type, or within a pool) is cut:
   its head, by class rank then Smith's ratio, is decided, and the rest is
-  deferred to a later round (:func:`solve_head`);
+  deferred to a later round (:func:`whale_opt.budget.solve_head`);
 - an analytic bound that would not fit :data:`whale_opt.budget.BOUND_SHARE` of the limit is
   replaced by the trivial one (``options.report_bound`` off): weaker, as honest.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 
-from whale_opt.bounds import trivial_bound
-from whale_opt.budget import GREEDY_SHARE, bound_fits, head_size, round_cost, split_size
+from whale_opt.budget import (
+    GREEDY_SHARE,
+    bound_fits,
+    head_size,
+    round_cost,
+    solve_head,
+    split_size,
+)
 from whale_opt.cpsat.model import CpSatPolicy
-from whale_opt.decision import Action, Decision, JobDecision, Status
+from whale_opt.decision import Decision, JobDecision
 from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
 from whale_opt.executors import LocalExecutor
 from whale_opt.options import SolveOptions
-from whale_opt.placement.serial import assemble, list_schedule
+from whale_opt.placement.serial import list_schedule
 from whale_opt.policies.protocol import SchedulingPolicy
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
@@ -42,10 +47,6 @@ from whale_opt.registry import REGISTRY, get_policy
 SOLVERS = tuple(REGISTRY)
 SPLIT_ABOVE_GPUS = 2048
 LOCAL_WORKERS = 2  # processes that solve the pools of a split round by default
-TAIL_REASON = (
-    "not planned this round: the queue is longer than one round can plan within its"
-    " time limit (considered again next round)"
-)
 
 
 def solve(
@@ -146,26 +147,3 @@ def _solve_pools(
     finally:
         if executor is None:
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-def solve_head(
-    instance: Instance, head: int, decide: Callable[[Instance], Decision], solver: str
-) -> Decision:
-    """Decide the first ``head`` jobs of the greedy's order with ``decide``; defer the rest.
-
-    The bound is the head's plus, per deferred job, its weighted shortest
-    duration (no valid decision makes it end sooner).
-    """
-    started = time.perf_counter()
-    order = wspt_order(instance)
-    kept = sorted(order[:head])
-    tail = sorted(order[head:])
-    sub = instance.replace(queue=tuple(instance.queue[k] for k in kept))
-    decision = decide(sub)
-    ids = {instance.queue[k].id for k in tail}
-    jobs = [item for item in decision.jobs if item.id not in ids]
-    jobs += [JobDecision(instance.queue[k].id, Action.DEFERRED, reason=TAIL_REASON) for k in tail]
-    rest = instance.replace(queue=tuple(instance.queue[k] for k in tail))
-    bound = decision.bound + trivial_bound(rest)
-    status = Status.FEASIBLE if decision.status is Status.OPTIMAL else decision.status
-    return assemble(instance, solver, jobs, status, bound, started)

@@ -27,7 +27,10 @@ greedy instead; the others keep their solver's decision. That greedy is made
 while the other pools run: at once for a pool that failed, and for a pool
 still out once its answer is overdue (its limit, a worker's overhead and
 :data:`OVERDUE_SHARE` of its limit after the time a free worker was expected
-to take it), so a round whose workers die or hang still ends within its limit. The decision then
+to take it), each within its share of the time left (where the pool's whole
+list schedule would not fit that, its head is decided and the rest deferred
+to the next round), so a round whose workers die or hang ends near
+:data:`POOL_WAIT` of its limit, not that many greedies later. The decision then
 says so: status ``greedy-fallback``, and in its stats ``pools``,
 ``pools_fallback`` and one ``fallback_pool_<k>`` per such pool (``k`` its
 position in :func:`pools`, the value its queued jobs); a warning names the

@@ -8,9 +8,10 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from functools import partial
 
 from whale_opt.bounds import trivial_bound
-from whale_opt.budget import POOL_OVERHEAD_S, pool_limits, round_cost
+from whale_opt.budget import POOL_OVERHEAD_S, head_size, pool_limits, round_cost, solve_head
 from whale_opt.decision import Decision, JobDecision, Status
 from whale_opt.decompose.cut import pools
 from whale_opt.decompose.limits import (
@@ -28,7 +29,7 @@ from whale_opt.decompose.sub import (
 )
 from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import assemble
-from whale_opt.policies.wspt import WsptPolicy
+from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
 
 log = logging.getLogger("whale_opt")
@@ -87,11 +88,20 @@ def solve_split(
     # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
     parallel = max(workers, 1) if executor is not None else 1
     spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
-    limits = pool_limits([round_cost(sub).greedy_s for sub in subs], spare, parallel)
+    costs = [round_cost(sub).greedy_s for sub in subs]
+    limits = pool_limits(costs, spare, parallel)
     each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
     heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
     deadline = started + POOL_WAIT * options.time_limit_s
-    found, lost = _run_pools(solve_pool, subs, each, heaviest, executor, deadline, parallel)
+    found, lost = _run_pools(
+        solve_pool,
+        subs,
+        each,
+        heaviest,
+        executor,
+        _Fallbacks(subs, each, costs, deadline),
+        parallel,
+    )
     for k, why in lost.items():
         nodes = parts[busy[k]].nodes
         log.warning(
@@ -116,6 +126,30 @@ def solve_split(
     return merged.with_changes(stats=stats, wall_s=time.perf_counter() - started)
 
 
+class _Fallbacks:
+    """The greedy's decisions of pools decided here, each within its share of the
+    time left to the deadline."""
+
+    def __init__(
+        self, subs: list[Instance], each: list[SolveOptions], costs: list[float], deadline: float
+    ) -> None:
+        self.subs = subs
+        self.each = each
+        self.costs = costs  # each pool's list schedule, predicted
+        self.deadline = deadline
+        self.made: dict[int, Decision] = {}
+
+    def make(self, k: int, waiting: list[int]) -> Decision:
+        """Pool ``k``'s greedy, given the time left in proportion to its predicted
+        cost among its own and that of the pools in ``waiting`` (those that may
+        still need theirs)."""
+        if k not in self.made:
+            share = self.costs[k] / max(sum(self.costs[j] for j in {k, *waiting}), 1e-9)
+            left = max(0.0, self.deadline - time.perf_counter())
+            self.made[k] = _greedy_pool(self.subs[k], self.each[k], share * left)
+        return self.made[k]
+
+
 def _due(each: list[SolveOptions], order: list[int], parallel: int, now: float) -> list[float]:
     """When each pool's answer is due: the pools solved in ``order`` on ``parallel``
     workers (as :func:`whale_opt.budget.pool_limits` assumes), each taking its
@@ -136,21 +170,24 @@ def _run_pools(
     each: list[SolveOptions],
     order: list[int],
     executor: Executor | None,
-    deadline: float,
+    fallbacks: _Fallbacks,
     parallel: int,
 ) -> tuple[dict[int, Decision], dict[int, str]]:
     """Each pool's decision, its own or the greedy's, and why each pool decided
     by the greedy lost its own (it raised, its worker died, or it did not answer
-    by ``deadline``).
+    by the fallbacks' deadline).
 
     Pools decided by the greedy are decided here while the others run, so a
-    round whose workers die or hang still ends near ``deadline``, not that many
+    round whose workers die or hang still ends near the deadline, not that many
     greedies later: a pool whose solve failed at once, and a pool still out past
     the time its answer was due (:func:`_due`), longest overdue first. An answer
-    that comes meanwhile is taken over the greedy. (Keeping time before
-    ``deadline`` for the greedies of every pool still out would start them at
-    once in a round split for its size, and on a small machine the leader's
-    greedies then slow the workers past their own limits.)
+    that comes meanwhile is taken over the greedy. Each greedy gets its share of
+    the time left (:class:`_Fallbacks`): where the whole pool's list schedule
+    would not fit it, its head is decided and the rest deferred to the next
+    round. (Keeping time before the deadline for the greedies of every pool
+    still out would start them at once in a round split for its size, and on a
+    small machine the leader's greedies then slow the workers past their own
+    limits.)
     """
     found: dict[int, Decision] = {}
     lost: dict[int, str] = {}
@@ -160,18 +197,19 @@ def _run_pools(
                 found[k] = solve_pool(subs[k], each[k])
             except Exception as exc:
                 lost[k] = f"{type(exc).__name__}: {exc}"
-                found[k] = _greedy_pool(subs[k], each[k])
+                found[k] = fallbacks.make(k, [])
         return found, lost
+    deadline = fallbacks.deadline
     due = _due(each, order, parallel, time.perf_counter())
     out: dict[Future[Decision], int] = {
         executor.submit(solve_pool, subs[k], each[k]): k for k in order
     }
-    greedy: dict[int, Decision] = {}  # made here for pools still out
     while out:
-        uncovered = sorted((k for k in out.values() if k not in greedy), key=due.__getitem__)
+        waiting = sorted(out.values(), key=due.__getitem__)
+        uncovered = [k for k in waiting if k not in fallbacks.made]
         now = time.perf_counter()
         if uncovered and now >= due[uncovered[0]]:
-            greedy[uncovered[0]] = _greedy_pool(subs[uncovered[0]], each[uncovered[0]])
+            fallbacks.make(uncovered[0], uncovered)
             done = {future for future in out if future.done()}
         else:
             until = min(due[uncovered[0]], deadline) if uncovered else deadline
@@ -184,15 +222,22 @@ def _run_pools(
                 found[k] = future.result()
             except Exception as exc:  # a lost worker, a dead node, or the solve raised
                 lost[k] = f"{type(exc).__name__}: {exc}"
-                found[k] = greedy[k] if k in greedy else _greedy_pool(subs[k], each[k])
+                found[k] = fallbacks.make(k, [j for j in out.values() if j not in fallbacks.made])
     for future, k in out.items():
         future.cancel()
         lost[k] = "no answer within the time limit"
-        found[k] = greedy[k] if k in greedy else _greedy_pool(subs[k], each[k])
+    for k in sorted(out.values(), key=due.__getitem__):
+        found[k] = fallbacks.make(k, [j for j in out.values() if j not in fallbacks.made])
     return found, lost
 
 
-def _greedy_pool(sub: Instance, options: SolveOptions) -> Decision:
-    """A pool decided here by the WSPT greedy, when its own solve is lost."""
-    decision = WsptPolicy().decide(sub, options.replace(report_bound=False))
+def _greedy_pool(sub: Instance, options: SolveOptions, budget_s: float) -> Decision:
+    """A pool decided here by the WSPT greedy, when its own solve is lost: the jobs
+    whose list schedule is expected to fit ``budget_s`` (its head, by class rank
+    then Smith's ratio; at least one), the rest deferred to the next round."""
+    decide = partial(WsptPolicy().decide, options=options.replace(report_bound=False))
+    if round_cost(sub).greedy_s <= budget_s:
+        decision = decide(sub)
+    else:
+        decision = solve_head(sub, head_size(sub, wspt_order(sub), budget_s), decide, "wspt")
     return decision.with_changes(status=Status.GREEDY_FALLBACK)
