@@ -61,8 +61,7 @@ from whale_opt.bounds import lagrangian_bound, reported_bound
 from whale_opt.check import check
 from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
 from whale_opt.cpsat.presets import Preset, load_preset
-from whale_opt.cpsat.rollout import rolled_out
-from whale_opt.decision import Action, Decision, JobDecision, Status, objective
+from whale_opt.decision import Decision, JobDecision, Status, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
 from whale_opt.placement.node_search import improve_nodes
@@ -140,16 +139,6 @@ def _repacked(
     return jobs, value
 
 
-def _same_starts(jobs: list[JobDecision], other: list[JobDecision]) -> bool:
-    """Whether two decisions start the same jobs on the same GPUs and preempt the same."""
-
-    def now(items: list[JobDecision]) -> set[tuple[str, str, tuple[str, ...]]]:
-        acting = (Action.START, Action.PREEMPT)
-        return {(i.id, i.action.value, i.gpu_ids) for i in items if i.action in acting}
-
-    return now(jobs) == now(other)
-
-
 class CpSatPolicy:
     """Greedy, order search and exact CP-SAT neighbourhoods; never worse than the greedy.
 
@@ -191,8 +180,6 @@ class CpSatPolicy:
         repack = cheap and not self.preset.deterministic
         if repack:
             deadline -= 1.5 * stats["greedy_s"]
-        if self.preset.rollout:  # two list schedules more: the search's starts and the greedy's
-            deadline -= 2.5 * stats["greedy_s"]
         orders = [greedy_order]
         hinted = hint_order(instance, options.hint, greedy_order)
         if hinted is not None and cheap:
@@ -332,15 +319,6 @@ class CpSatPolicy:
         if repack and value < greedy_value - 1e-9:
             jobs, value = _repacked(instance, jobs, value, greedy_order, stats)
         improved = value < greedy_value - 1e-9
-        if improved and self.preset.rollout and not _same_starts(jobs, greedy):
-            mine = objective(instance, rolled_out(instance, jobs, greedy_order, WsptPolicy.prefer))
-            base = objective(
-                instance, rolled_out(instance, greedy, greedy_order, WsptPolicy.prefer)
-            )
-            stats.update(rollout_value=mine, rollout_greedy=base)
-            if mine > base + 1e-9 * max(1.0, base):  # its starts pay only by a plan not kept
-                stats["rollout_rejected"] = 1
-                jobs, value, improved, proven = greedy, greedy_value, False, False
         if proven or (value - bound) / max(value, 1.0) <= 1e-9:
             status = Status.OPTIMAL
         elif improved:

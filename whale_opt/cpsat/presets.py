@@ -50,9 +50,7 @@ class Preset:
     ``patience_share``: the round ends once its search has gone this share of
     the time limit (at least half of ``round_limit_s``) without progress
     (:mod:`whale_opt.patience`); 0: never (a deterministic preset must keep
-    it 0: the wall clock would decide). ``rollout``: the search's decision is
-    kept only when its starts, with every other job planned by the greedy
-    (:mod:`whale_opt.cpsat.rollout`), cost no more than the greedy's own.
+    it 0: the wall clock would decide).
     """
 
     name: str
@@ -72,7 +70,6 @@ class Preset:
     exact_share: float = 0.5
     exact_deterministic_s: float = 2.0
     patience_share: float = 0.0
-    rollout: bool = False
 
     def __post_init__(self) -> None:
         if self.deterministic and self.patience_share:  # a packaged file is wrong: a bug
