@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--limit", type=float, default=1.0, help="cpsat seconds a round")
     parser.add_argument("--carried", action="store_true", help="also cpsat, plan carried")
+    parser.add_argument("--preset", default=None, help="cpsat's preset (default: default)")
     parser.add_argument("--out", type=Path, default=HERE / "VERSUS_WSPT.md")
     args = parser.parse_args()
     runs = [("wspt", "wspt", False), ("cpsat", "cpsat", False)]
@@ -65,6 +66,7 @@ def main() -> None:
                     seed=0,
                     check_decisions=True,
                     carry_plan=carry,
+                    preset=args.preset if policy == "cpsat" else None,
                 )
                 tic = time.perf_counter()
                 summaries[name] = simulate(trace, cluster, config).summary
@@ -87,7 +89,8 @@ def main() -> None:
         "",
         f"- command: `python bench/versus_wspt.py --families {args.families} --seeds"
         f" {args.seeds} --load {args.load:g} --jobs {args.jobs} --limit {args.limit:g}"
-        + (" --carried`" if args.carried else "`"),
+        + (" --carried" if args.carried else "")
+        + (f" --preset {args.preset}`" if args.preset else "`"),
         f"- machine: {platform.machine()}, Python {platform.python_version()},"
         f" OR-Tools {ortools.__version__}; one run, {time.perf_counter() - started:.0f} s",
         f"- {args.jobs} synthetic jobs a trace on 256 GPUs at {args.load:.0%} offered load;"
