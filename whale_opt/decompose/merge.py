@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from whale_opt.bounds import reported_bound, trivial_bound
-from whale_opt.budget import bound_fits
+from whale_opt.budget import TAIL_REASON, bound_fits
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose.cut import Pool
 from whale_opt.options import SolveOptions
@@ -40,9 +40,13 @@ class _Merge:
                 elif item.id in running and item.action is Action.PREEMPT:
                     self.preempted.add(running[item.id])
         self.placements = {k: to_placement(instance, k, i) for k, i in self.decided.items()}
-        # Quota jobs a pool deferred may fit elsewhere: try them again too.
+        # Quota jobs a pool deferred may fit elsewhere: try them again too, but
+        # not those it left for a later round for want of time (a lost pool's
+        # tail): placing them here costs the time their pool did not have.
         self.again = {
-            k for k, p in self.placements.items() if p is None and _has_quota(instance, k)
+            k
+            for k, p in self.placements.items()
+            if p is None and _has_quota(instance, k) and self.decided[k].reason != TAIL_REASON
         }
 
     def items(self) -> list[JobDecision]:
