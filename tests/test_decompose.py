@@ -14,7 +14,14 @@ import pytest
 from whale_opt.budget import TAIL_REASON
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
-from whale_opt.decompose import merge, pools, preemption_shares, solve_split, sub_instance
+from whale_opt.decompose import (
+    PoolSolve,
+    merge,
+    pools,
+    preemption_shares,
+    solve_split,
+    sub_instance,
+)
 from whale_opt.decompose.split import _greedy_pool
 from whale_opt.executors import LocalExecutor, WorkerLost
 from whale_opt.generate import generate
@@ -365,16 +372,24 @@ def hangs_in_one_pool(instance: Instance, options: SolveOptions) -> Decision:
     return solve_one_pool(instance, options, solver="fifo")
 
 
-def test_a_pool_without_an_answer_by_the_deadline_falls_back() -> None:
-    instance = lost_round()
-    options = SolveOptions(time_limit_s=2.0)
+def split_on_two_workers(
+    instance: Instance, solve_pool: PoolSolve, solver: str, options: SolveOptions
+) -> Decision:
+    """``solve_split`` into pools of 128 GPUs on two local workers, which are not
+    waited for on the way out (a hung one is left to die)."""
     local = LocalExecutor(2)
     try:
-        decision = solve_split(
-            instance, hangs_in_one_pool, "fifo", options, max_gpus=128, executor=local, workers=2
+        return solve_split(
+            instance, solve_pool, solver, options, max_gpus=128, executor=local, workers=2
         )
     finally:
         local.shutdown(wait=False)
+
+
+def test_a_pool_without_an_answer_by_the_deadline_falls_back() -> None:
+    instance = lost_round()
+    options = SolveOptions(time_limit_s=2.0)
+    decision = split_on_two_workers(instance, hangs_in_one_pool, "fifo", options)
     assert check(instance, decision) == []
     assert decision.wall_s < options.time_limit_s
     assert decision.stats["pools_fallback"] == 1
@@ -392,13 +407,7 @@ def test_a_round_whose_every_pool_hangs_still_ends_within_its_limit() -> None:
     # answer falls overdue, they end it within.
     instance = generate("hetero", gpus=512, queued=2000, seed=3)
     options = SolveOptions(time_limit_s=3.0)
-    local = LocalExecutor(2)
-    try:
-        decision = solve_split(
-            instance, hangs_in_every_pool, "wspt", options, max_gpus=128, executor=local, workers=2
-        )
-    finally:
-        local.shutdown(wait=False)
+    decision = split_on_two_workers(instance, hangs_in_every_pool, "wspt", options)
     assert check(instance, decision) == []
     assert decision.wall_s < options.time_limit_s
     assert decision.stats["pools_fallback"] == decision.stats["pools"] == 7
