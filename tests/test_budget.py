@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import heapq
+import math
 
 import pytest
 
-from whale_opt.bounds import CHEAP_ABOVE, shape_key
+from whale_opt.bounds import CHEAP_ABOVE
 from whale_opt.budget import (
-    BOUND_MICROS_PER_JOB_TYPE,
-    BOUND_MICROS_PER_SHAPE_NODE,
+    BOUND_MICROS_PER_JOB,
+    BOUND_MICROS_PER_JOB_TYPE_DEPTH,
+    BOUND_MICROS_PER_PAIR,
     MIN_POOL_WEIGHT,
     POOL_OVERHEAD_S,
     _pairs,
@@ -44,24 +46,21 @@ def test_the_head_is_the_longest_prefix_whose_list_schedule_fits() -> None:
     assert head_size(instance, order, 0.0) == 1
 
 
-def test_the_bound_searches_once_per_shape_past_the_cheap_threshold() -> None:
-    instance = generate("hetero", gpus=10_000, queued=400, seed=1)
-    assert len(instance.queue) * len(instance.nodes) > CHEAP_ABOVE
+@pytest.mark.parametrize(("gpus", "cheap"), [(10_000, False), (128, True)])
+def test_the_bound_costs_per_job_more_on_deep_queues_and_per_pair_when_cheap(
+    gpus: int, cheap: bool
+) -> None:
+    instance = generate("hetero", gpus=gpus, queued=400, seed=1)
+    jobs, nodes = len(instance.queue), len(instance.nodes)
+    assert (jobs * nodes <= CHEAP_ABOVE) is cheap
     types = len({node.gpu_type for node in instance.nodes})
-    searches = len(
-        {
-            (shape_key(job), gpu_type)
-            for k, job in enumerate(instance.queue)
-            for gpu_type in instance.durations[k]
-        }
-    )
-    pairs = sum(len(instance.durations[k]) for k in range(len(instance.queue)))
-    assert searches < pairs  # jobs alike share a search
+    cost = round_cost(instance)
     expected = (
-        BOUND_MICROS_PER_JOB_TYPE * len(instance.queue) * types
-        + BOUND_MICROS_PER_SHAPE_NODE * searches * len(instance.nodes)
+        BOUND_MICROS_PER_JOB * jobs
+        + BOUND_MICROS_PER_JOB_TYPE_DEPTH * jobs * types * math.log1p(jobs / nodes)
+        + (BOUND_MICROS_PER_PAIR * cost.pairs if cheap else 0.0)
     ) * 1e-6
-    assert round_cost(instance).bound_s == pytest.approx(expected)
+    assert cost.bound_s == pytest.approx(expected)
 
 
 def dispatch(limits: list[float], workers: int) -> float:
