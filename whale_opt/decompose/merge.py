@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 from whale_opt.bounds import reported_bound, trivial_bound
-from whale_opt.budget import TAIL_REASON, bound_fits
+from whale_opt.budget import TAIL_REASON, round_cost
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose.cut import Pool
 from whale_opt.options import SolveOptions
@@ -158,7 +159,10 @@ def merge(
         else (Status.GREEDY_FALLBACK)
     )
 
-    fits = options.report_bound and bound_fits(instance, options.time_limit_s)
+    # The analytic bound when it is expected in half the time the round has left
+    # (the cost model is within 2x), else the trivial one.
+    left = started + options.time_limit_s - time.perf_counter()
+    fits = options.report_bound and round_cost(instance).bound_s <= 0.5 * left
     bound = reported_bound(instance) if fits else trivial_bound(instance)
     return assemble(instance, solver, jobs, status, bound, started)
 

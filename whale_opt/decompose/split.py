@@ -52,7 +52,7 @@ def solve_split(
 ) -> Decision:
     """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
 
-    Each pool gets ``options`` with its share of the time limit: half of it,
+    Each pool gets ``options`` with its share of the time limit: :data:`POOL_SHARE` of it,
     shared between the pools in proportion to their expected work
     (:func:`whale_opt.budget.pool_limits`), heaviest first.
 
