@@ -22,7 +22,7 @@ from whale_opt.decompose import (
     solve_split,
     sub_instance,
 )
-from whale_opt.decompose.split import _greedy_pool
+from whale_opt.decompose.split import _greedy_pool, pool_seconds
 from whale_opt.executors import LocalExecutor, WorkerLost
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
@@ -425,6 +425,15 @@ def test_a_lost_pool_with_no_time_left_decides_its_head_and_defers_the_rest() ->
     tail = [item for item in rushed.jobs if item.reason == TAIL_REASON]
     assert len(tail) == len(instance.queue) - 1  # the head is one job
     assert all(item.action is Action.DEFERRED for item in tail)
+
+
+def test_the_pools_get_most_of_a_long_limit_and_half_of_a_short_one() -> None:
+    # Half a short limit (the pools' fixed work weighs more there), at least half a
+    # second after the pools, and 0.65 of a long limit.
+    assert pool_seconds(0.5) == pytest.approx(0.25)
+    assert pool_seconds(1.0) == pytest.approx(0.5)
+    assert pool_seconds(2.0) == pytest.approx(1.3)
+    assert pool_seconds(30.0) == pytest.approx(19.5)
 
 
 # -- what a replay's rounds reuse or skip --------------------------------------------

@@ -15,7 +15,9 @@ from whale_opt.budget import POOL_OVERHEAD_S, head_size, pool_limits, round_cost
 from whale_opt.decision import Decision, JobDecision, Status
 from whale_opt.decompose.cut import pools
 from whale_opt.decompose.limits import (
+    AFTER_POOLS_S,
     DEFAULT_MAX_GPUS,
+    MIN_POOL_SHARE,
     OVERDUE_SHARE,
     POOL_SHARE,
     POOL_WAIT,
@@ -52,7 +54,7 @@ def solve_split(
 ) -> Decision:
     """Solve ``instance`` pool by pool with ``solve_pool`` and merge (named ``solver``).
 
-    Each pool gets ``options`` with its share of the time limit: :data:`POOL_SHARE` of it,
+    Each pool gets ``options`` with its share of the time limit: :func:`pool_seconds` of it,
     shared between the pools in proportion to their expected work
     (:func:`whale_opt.budget.pool_limits`), heaviest first.
 
@@ -68,7 +70,7 @@ def solve_split(
     could be better: not when the merged decision's objective is already the
     trivial lower bound (every job ends at its shortest duration from now,
     as in a round where nothing has to wait), which no decision goes below.
-    It fits the part of the limit the pools leave (:data:`POOL_SHARE`).
+    It fits the part of the limit the pools leave (:func:`pool_seconds`).
     """
     started = time.perf_counter()
     if not instance.queue:  # nothing to cut or solve: every running job is kept
@@ -87,7 +89,7 @@ def solve_split(
     ]
     # Pools run ``workers`` at a time; keep the rest of the limit to split, merge and bound.
     parallel = max(workers, 1) if executor is not None else 1
-    spare = POOL_SHARE * options.time_limit_s - (time.perf_counter() - started)
+    spare = pool_seconds(options.time_limit_s) - (time.perf_counter() - started)
     costs = [round_cost(sub).greedy_s for sub in subs]
     limits = pool_limits(costs, spare, parallel)
     each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
@@ -148,6 +150,12 @@ class _Fallbacks:
             left = max(0.0, self.deadline - time.perf_counter())
             self.made[k] = _greedy_pool(self.subs[k], self.each[k], share * left)
         return self.made[k]
+
+
+def pool_seconds(limit: float) -> float:
+    """The part of a split round's time limit the pools get (:data:`POOL_SHARE`,
+    :data:`AFTER_POOLS_S` and :data:`MIN_POOL_SHARE`)."""
+    return max(MIN_POOL_SHARE * limit, min(POOL_SHARE * limit, limit - AFTER_POOLS_S))
 
 
 def _due(each: list[SolveOptions], order: list[int], parallel: int, now: float) -> list[float]:
