@@ -11,7 +11,7 @@ from functools import partial
 
 import pytest
 
-from whale_opt.budget import TAIL_REASON
+from whale_opt.budget import TAIL_REASON, round_cost
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.decompose import (
@@ -417,9 +417,10 @@ def test_a_round_whose_every_pool_hangs_still_ends_within_its_limit() -> None:
 def test_a_lost_pool_with_no_time_left_decides_its_head_and_defers_the_rest() -> None:
     instance = generate("hetero", gpus=64, queued=200, seed=3)
     options = SolveOptions(time_limit_s=2.0)
-    roomy = _greedy_pool(instance, options, budget_s=60.0)
+    greedy_s = round_cost(instance).greedy_s
+    roomy = _greedy_pool(instance, options, budget_s=60.0, greedy_s=greedy_s)
     assert not any(item.reason == TAIL_REASON for item in roomy.jobs)
-    rushed = _greedy_pool(instance, options, budget_s=0.0)
+    rushed = _greedy_pool(instance, options, budget_s=0.0, greedy_s=greedy_s)
     assert check(instance, rushed) == []
     assert rushed.status is Status.GREEDY_FALLBACK
     tail = [item for item in rushed.jobs if item.reason == TAIL_REASON]

@@ -163,10 +163,19 @@ def pool_limits(costs: list[float], wall_s: float, workers: int) -> list[float]:
 def _dispatch(durations: list[float], workers: int) -> float:
     """When the last of ``durations`` ends, taken longest first by whichever of
     ``workers`` is free."""
+    return max(dispatch_ends(durations, workers), default=0.0)
+
+
+def dispatch_ends(durations: list[float], workers: int) -> list[float]:
+    """When each of ``durations`` ends (from 0), taken longest first by whichever
+    of ``workers`` is free."""
     free = [0.0] * max(1, workers)
-    for duration in sorted(durations, reverse=True):
-        free[free.index(min(free))] += duration
-    return max(free)
+    ends = [0.0] * len(durations)
+    for k in sorted(range(len(durations)), key=lambda k: -durations[k]):
+        worker = free.index(min(free))
+        free[worker] += durations[k]
+        ends[k] = free[worker]
+    return ends
 
 
 def solve_head(

@@ -3,7 +3,6 @@ the greedy), then merged."""
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections.abc import Callable
@@ -11,7 +10,14 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from functools import partial
 
 from whale_opt.bounds import trivial_bound
-from whale_opt.budget import POOL_OVERHEAD_S, head_size, pool_limits, round_cost, solve_head
+from whale_opt.budget import (
+    POOL_OVERHEAD_S,
+    dispatch_ends,
+    head_size,
+    pool_limits,
+    round_cost,
+    solve_head,
+)
 from whale_opt.decision import Decision, JobDecision, Status
 from whale_opt.decompose.cut import pools
 from whale_opt.decompose.limits import (
@@ -148,7 +154,7 @@ class _Fallbacks:
         if k not in self.made:
             share = self.costs[k] / max(sum(self.costs[j] for j in {k, *waiting}), 1e-9)
             left = max(0.0, self.deadline - time.perf_counter())
-            self.made[k] = _greedy_pool(self.subs[k], self.each[k], share * left)
+            self.made[k] = _greedy_pool(self.subs[k], self.each[k], share * left, self.costs[k])
         return self.made[k]
 
 
@@ -158,18 +164,13 @@ def pool_seconds(limit: float) -> float:
     return max(MIN_POOL_SHARE * limit, min(POOL_SHARE * limit, limit - AFTER_POOLS_S))
 
 
-def _due(each: list[SolveOptions], order: list[int], parallel: int, now: float) -> list[float]:
-    """When each pool's answer is due: the pools solved in ``order`` on ``parallel``
-    workers (as :func:`whale_opt.budget.pool_limits` assumes), each taking its
-    limit and a worker's overhead, and :data:`OVERDUE_SHARE` of its limit more."""
-    free = [now] * max(parallel, 1)  # when each worker is next free
-    due = [now] * len(each)
-    for k in order:
-        start = heapq.heappop(free)
-        end = start + each[k].time_limit_s + POOL_OVERHEAD_S
-        heapq.heappush(free, end)
-        due[k] = end + OVERDUE_SHARE * each[k].time_limit_s
-    return due
+def _due(each: list[SolveOptions], parallel: int, now: float) -> list[float]:
+    """When each pool's answer is due: the pools on ``parallel`` workers heaviest
+    first (:func:`whale_opt.budget.dispatch_ends`, as :func:`pool_limits` assumes),
+    each taking its limit and a worker's overhead, and :data:`OVERDUE_SHARE` of
+    its limit more."""
+    ends = dispatch_ends([o.time_limit_s + POOL_OVERHEAD_S for o in each], parallel)
+    return [now + end + OVERDUE_SHARE * o.time_limit_s for end, o in zip(ends, each, strict=True)]
 
 
 def _run_pools(
@@ -208,7 +209,7 @@ def _run_pools(
                 found[k] = fallbacks.make(k, [])
         return found, lost
     deadline = fallbacks.deadline
-    due = _due(each, order, parallel, time.perf_counter())
+    due = _due(each, parallel, time.perf_counter())
     out: dict[Future[Decision], int] = {
         executor.submit(solve_pool, subs[k], each[k]): k for k in order
     }
@@ -239,12 +240,15 @@ def _run_pools(
     return found, lost
 
 
-def _greedy_pool(sub: Instance, options: SolveOptions, budget_s: float) -> Decision:
+def _greedy_pool(
+    sub: Instance, options: SolveOptions, budget_s: float, greedy_s: float
+) -> Decision:
     """A pool decided here by the WSPT greedy, when its own solve is lost: the jobs
     whose list schedule is expected to fit ``budget_s`` (its head, by class rank
-    then Smith's ratio; at least one), the rest deferred to the next round."""
+    then Smith's ratio; at least one), the rest deferred to the next round.
+    ``greedy_s``: the whole pool's list schedule, predicted."""
     decide = partial(WsptPolicy().decide, options=options.replace(report_bound=False))
-    if round_cost(sub).greedy_s <= budget_s:
+    if greedy_s <= budget_s:
         decision = decide(sub)
     else:
         decision = solve_head(sub, head_size(sub, wspt_order(sub), budget_s), decide, "wspt")
