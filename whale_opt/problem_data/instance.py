@@ -37,6 +37,24 @@ of any job not overdue (see :attr:`Instance.weights`)."""
 
 # Rounds of one unchanged cluster share their node tuple: index it once.
 _NODE_INDEX: IdentityMemo[tuple[Mapping[str, int], frozenset[str]]] = IdentityMemo(MEMO_SIZE)
+# Every GPU of a node tuple by its id ("<node>/<index>"), and the ids of the
+# healthy ones: a split round of 4,096 GPUs resolves some 30,000 GPU ids, most
+# of them validating instances it derives from one already valid.
+_GPU_REFS: IdentityMemo[tuple[Mapping[str, GpuRef], frozenset[str]]] = IdentityMemo(MEMO_SIZE)
+
+
+def _gpu_refs(nodes: tuple[Node, ...]) -> tuple[Mapping[str, GpuRef], frozenset[str]]:
+    refs = {
+        f"{node.id}/{index}": GpuRef(k, index)
+        for k, node in enumerate(nodes)
+        for index in range(node.gpu_count)
+    }
+    healthy = frozenset(
+        gpu
+        for gpu, ref in refs.items()
+        if not nodes[ref.node].down and ref.index not in nodes[ref.node].failed_gpus
+    )
+    return refs, healthy
 
 
 def _hold(
@@ -121,6 +139,8 @@ class Instance:
     running_weights: tuple[float, ...] = field(init=False, repr=False, compare=False)
     queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     running_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _gpus: Mapping[str, GpuRef] = field(init=False, repr=False, compare=False)
+    _healthy: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
@@ -144,6 +164,10 @@ class Instance:
                 )
         object.__setattr__(self, "node_index", node_index)
         object.__setattr__(self, "node_types", types)
+        nodes = self.nodes
+        gpus, healthy = _GPU_REFS.get(nodes, lambda: _gpu_refs(nodes))
+        object.__setattr__(self, "_gpus", gpus)
+        object.__setattr__(self, "_healthy", healthy)
         owner, shared = self._check_running()
         self._check_lost(dict(owner), dict(shared))
         object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
@@ -205,8 +229,10 @@ class Instance:
         return tuple(weights)
 
     def _check_class(self, path: str, name: str) -> None:
+        if name in self.priority_classes:
+            return
         _require(
-            name in self.priority_classes,
+            False,
             path,
             name,
             f"is not a priority class ({', '.join(sorted(self.priority_classes))})",
@@ -230,7 +256,11 @@ class Instance:
                     job.node,
                     "is down: a job running there is lost, not running",
                 )
+            whole = not job.shares
             for g, gpu in enumerate(job.gpu_ids):
+                if whole and isinstance(gpu, str) and gpu in self._healthy and gpu not in owner:
+                    owner[gpu] = job.id  # the common case, without building messages
+                    continue
                 path = f"running[{k}].gpus[{g}]"
                 ref = self.parse_gpu(gpu, path)
                 node = self.nodes[ref.node]
@@ -319,6 +349,9 @@ class Instance:
 
     def parse_gpu(self, gpu: str, path: str = "gpu") -> GpuRef:
         """Resolve ``"<node>/<index>"``; raise :class:`FieldError` if it names nothing."""
+        found = self._gpus.get(gpu) if isinstance(gpu, str) else None
+        if found is not None:
+            return found
         node_id, sep, index_text = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
         _require(bool(sep) and index_text.isdigit(), path, gpu, "must look like '<node>/<index>'")
         _require(node_id in self.node_index, path, gpu, f"names unknown node {node_id!r}")
