@@ -132,3 +132,15 @@ def test_arrays_kept_up_to_date_by_adds_give_what_a_fresh_scan_gives(
         assert drops == fresh.drops()
         monkeypatch.setattr(profile_module, "LONG", 3)
     assert [twin.earliest(*ask) for ask in asks] == frozen
+
+
+def test_a_profile_built_at_once_from_ends_is_the_one_adds_make_to_the_bit() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        usage = [
+            (rng.choice([0, -5, *range(1, 40)]), rng.choice([0, 1, 0.1, 0.7, 8, 1 / 3]))
+            for _ in range(rng.randrange(12))
+        ]
+        built = Profile.until(usage)
+        added = profile(*((0, end, amount) for end, amount in usage))
+        assert (built.times, built.levels) == (added.times, added.levels)

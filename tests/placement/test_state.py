@@ -231,3 +231,30 @@ def test_best_placement_asks_the_states_search(instance: Instance) -> None:
     assert state.copy().best_placement(1) == state.best_placement(1)
     with pytest.raises(ValueError, match="unknown placement preference"):
         PlacementSearch(prefer="nearest")
+
+
+@pytest.mark.parametrize("family", ["hetero", "fragmented", "mixed"])
+def test_the_running_jobs_usage_is_what_adding_each_job_in_turn_gives(family: str) -> None:
+    from whale_opt.generate import generate
+
+    instance = generate(family, gpus=256, queued=20, seed=3)
+    state = ClusterState(instance)
+    gpu: dict[int, Profile] = {}
+    cpu: dict[int, Profile] = {}
+    tenants: dict[str, Profile] = {}
+    for job in instance.running:
+        nodes = [instance.parse_gpu(g).node for g in job.gpu_ids]
+        for node in dict.fromkeys(nodes):
+            count = nodes.count(node)
+            gpu.setdefault(node, Profile()).add(0, job.remaining_s, count)
+            cpu.setdefault(node, Profile()).add(0, job.remaining_s, job.cpu * (count / len(nodes)))
+        tenants.setdefault(job.tenant, Profile()).add(0, job.remaining_s, len(nodes))
+    assert gpu, "the instance has running jobs"
+    for node, expected in gpu.items():
+        assert (state.gpu_profile(node).times, state.gpu_profile(node).levels) == (
+            expected.times,
+            expected.levels,
+        )
+        assert state.cpu_profile(node).levels == cpu[node].levels
+    for tenant, expected in tenants.items():
+        assert state.tenant_profile(tenant).levels == expected.levels

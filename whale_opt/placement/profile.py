@@ -30,6 +30,23 @@ class Profile:
         self._arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._runs: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
 
+    @classmethod
+    def until(cls, usage: list[tuple[int, float]]) -> Profile:
+        """The profile of ``(end, amount)`` usages that all hold from 0: the one
+        :meth:`add` makes of them in this order (the same levels, to the bit),
+        built at once."""
+        usage = [(end, amount) for end, amount in usage if end > 0 and amount != 0]
+        profile = cls()
+        profile.times = [0, *sorted({end for end, _ in usage})]
+        levels = [0.0] * len(profile.times)
+        for end, amount in usage:
+            for i, t in enumerate(profile.times):
+                if t >= end:
+                    break
+                levels[i] += amount
+        profile.levels = levels
+        return profile
+
     def copy(self) -> Profile:
         """An independent copy."""
         twin = Profile.__new__(Profile)

@@ -24,6 +24,7 @@ preference and rules); :meth:`ClusterState.best_placement` asks it.
 from __future__ import annotations
 
 import bisect
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
@@ -135,27 +136,64 @@ class ClusterState:
         self._index = FreeIndex(healthy, self._gpu_use)
         # Shared GPUs, by node: GPU index -> (milli in use now, end of its last share)
         self._shares: dict[int, dict[int, tuple[int, int]]] = {}
-        shared = []  # shares of a GPU and CPU-only jobs, held once the free counts exist
-        for job in instance.running:
-            if job.id in preempted:
-                continue
-            if job.shares or job.node is not None:
-                shared.append(job)
-                continue
-            per_node: dict[int, int] = {}
-            for gpu in job.gpu_ids:
-                ref = instance.parse_gpu(gpu)
-                self._free_now[ref.node] &= ~(1 << ref.index)
-                per_node[ref.node] = per_node.get(ref.node, 0) + 1
-            self._occupy(
-                job.tenant, per_node, len(job.gpu_ids), job.cpu, job.memory_gb, 0, job.remaining_s
-            )
+        # Shares of a GPU and CPU-only jobs are held once the free counts exist.
+        shared = self._hold_running([job for job in instance.running if job.id not in preempted])
         self._free_count = np.array(healthy, dtype=np.int64)
         for node, profile in enumerate(self._gpu_use):
             if profile is not _UNUSED:
                 self._free_count[node] = popcount(self._free_now[node])
         for job in shared:
             self._hold_share_or_host(job)
+
+    def _take_gpus(self, job: RunningJob) -> dict[int, int]:
+        """Running ``job``'s GPUs taken off the free ones now; its GPU count per node."""
+        per_node: dict[int, int] = {}
+        for gpu in job.gpu_ids:
+            ref = self._instance.parse_gpu(gpu)
+            self._free_now[ref.node] &= ~(1 << ref.index)
+            per_node[ref.node] = per_node.get(ref.node, 0) + 1
+        return per_node
+
+    def _hold_running(self, jobs: list[RunningJob]) -> list[RunningJob]:
+        """What :meth:`_occupy` does for each job of ``jobs`` that holds whole GPUs,
+        each profile built once (:meth:`Profile.until`: the same levels) rather
+        than a step at a time; the others (shares and CPU-only jobs) returned."""
+        others = []
+        gpu_use: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        cpu_use: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        mem_use: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        tenant_use: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for job in jobs:
+            if job.shares or job.node is not None:
+                others.append(job)
+                continue
+            end = job.remaining_s
+            per_node = self._take_gpus(job)
+            gpus = sum(per_node.values())
+            for node, count in per_node.items():
+                part = count / gpus
+                gpu_use[node].append((end, count))
+                cpu_use[node].append((end, job.cpu * part))
+                mem_use[node].append((end, job.memory_gb * part))
+                if 0 < end < self._first_end[node]:
+                    self._first_end[node] = end
+            tenant_use[job.tenant].append((end, gpus))
+        for use, profiles in (
+            (gpu_use, self._gpu_use),
+            (cpu_use, self._cpu_use),
+            (mem_use, self._mem_use),
+        ):
+            for node, usage in use.items():
+                profiles[node] = Profile.until(usage)
+        for node in gpu_use:
+            self._index.touch(node)
+        for tenant, usage in tenant_use.items():
+            quota = self._instance.tenants.get(tenant)
+            if quota is None or quota.gpu_quota is None:
+                self._tenant_later.setdefault(tenant, []).extend((0, e, a) for e, a in usage)
+            else:
+                self._tenant_use[tenant] = Profile.until(usage)
+        return others
 
     def _hold_share_or_host(self, job: RunningJob) -> None:
         """A running share of one GPU, or a running CPU-only job, held until it ends."""
