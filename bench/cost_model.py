@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from whale_opt.bounds import reported_bound
-from whale_opt.budget import TAIL_REASON, _pairs, round_cost
+from whale_opt.budget import TAIL_REASON, round_cost
 from whale_opt.decision import Decision
 from whale_opt.decompose import (
     pools,
@@ -40,6 +40,7 @@ from whale_opt.decompose import (
 from whale_opt.executors import LocalExecutor
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
+from whale_opt.placement.eligibility import eligible_counts
 from whale_opt.problem_data import Instance
 from whale_opt.solve import solve, wspt_greedy
 
@@ -70,7 +71,7 @@ def _pool_instances(instance: Instance, count: int) -> list[Instance]:
 
 
 def _row(name: str, instance: Instance) -> tuple[str, int, int, int, float, float]:
-    pairs = sum(_pairs(instance))
+    pairs = sum(eligible_counts(instance))
     predicted = round_cost(instance).greedy_s
     tic = time.perf_counter()
     wspt_greedy(instance)

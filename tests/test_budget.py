@@ -14,13 +14,13 @@ from whale_opt.budget import (
     BOUND_MICROS_PER_PAIR,
     MIN_POOL_WEIGHT,
     POOL_OVERHEAD_S,
-    _pairs,
     greedy_seconds,
     head_size,
     pool_limits,
     round_cost,
 )
 from whale_opt.generate import generate
+from whale_opt.placement.eligibility import eligible_counts
 from whale_opt.policies.wspt import wspt_order
 
 
@@ -38,7 +38,7 @@ def test_the_head_is_the_longest_prefix_whose_list_schedule_fits() -> None:
     budget = round_cost(instance).greedy_s / 4
     head = head_size(instance, order, budget)
     assert 1 < head < len(order)
-    pairs = _pairs(instance)
+    pairs = eligible_counts(instance)
     nodes = len(instance.nodes)
     assert greedy_seconds(head, sum(pairs[k] for k in order[:head]), nodes) <= budget
     assert greedy_seconds(head + 1, sum(pairs[k] for k in order[: head + 1]), nodes) > budget

@@ -46,6 +46,11 @@ BUILD_MICROS_PER_JOB = 850.0
 BUILD_MICROS_PER_NODE = 100.0
 BUILD_MICROS_PER_SET = 12.5
 FIRST_SOLUTION_FACTOR = 8.0
+# Listing a whole round's choices (its neighbourhood, before any model) takes
+# about HOOD_MICROS_PER_PAIR per (queued job, eligible node) pair: 10-36 us over
+# 24 rounds of 16-64 jobs on 8-157 nodes (bench/EXACT.md). A pool of a split
+# round given 0.05 s spent 0.2 s listing them, only for the gate to skip the model.
+HOOD_MICROS_PER_PAIR = 30.0
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,15 @@ def _watch(
         if patience.over(hard):
             solver.stop_search()
             return
+
+
+def whole_round_seconds(jobs: int, pairs: int) -> float:
+    """When a whole round's model of ``jobs`` queued jobs with ``pairs`` (job,
+    eligible node) pairs is expected to give its first solution, known before
+    its choices are listed: listing them, then :data:`FIRST_SOLUTION_FACTOR`
+    times its build with every eligible node a candidate (no start-now sets)."""
+    build = BUILD_MICROS_PER_JOB * jobs + BUILD_MICROS_PER_NODE * pairs
+    return (HOOD_MICROS_PER_PAIR * pairs + FIRST_SOLUTION_FACTOR * build) * 1e-6
 
 
 def build_seconds(hood: Neighbourhood) -> float:

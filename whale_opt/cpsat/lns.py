@@ -27,11 +27,13 @@ from whale_opt.cpsat.cpmodel import (
     freed_share,
     outside_cost,
     solve_neighbourhood,
+    whole_round_seconds,
 )
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
 from whale_opt.decision import Action, JobDecision, objective
 from whale_opt.patience import Patience
+from whale_opt.placement.eligibility import eligible_counts
 from whale_opt.placement.serial import complete
 from whale_opt.problem_data import Instance
 from whale_opt.rules import preemptible_now
@@ -156,6 +158,10 @@ def exact_round(
     what the model says.
     """
     stats.exact_tried = 1
+    pairs = sum(eligible_counts(instance))
+    if whole_round_seconds(len(instance.queue), pairs) > deadline - time.perf_counter():
+        stats.exact_skipped = 1  # not even worth listing its choices
+        return jobs, value, False
     incumbent, preempted = _incumbent(instance, jobs)
     hood = make_neighbourhood(
         instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True

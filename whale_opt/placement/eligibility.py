@@ -17,7 +17,7 @@ import numpy as np
 
 from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.problem_data import Instance, QueuedJob
-from whale_opt.topology import NodeTopology, eligible_nodes, node_can_host
+from whale_opt.topology import NodeTopology, eligible_nodes, node_can_host, node_topologies
 
 
 class NodeGroup:
@@ -139,3 +139,10 @@ class Eligibility:
                 for (name, size), nodes in members.items()
             ]
         return memo[key]
+
+
+def eligible_counts(instance: Instance) -> list[int]:
+    """Per queued job, the number of nodes it could ever use (alike jobs share the
+    count): the (job, eligible node) pairs the cost models count."""
+    eligibility = Eligibility(instance, node_topologies(instance))
+    return [len(eligibility.eligible(k)) for k in range(len(instance.queue))]
