@@ -14,6 +14,7 @@ from whale_opt.budget import (
     POOL_OVERHEAD_S,
     dispatch_ends,
     head_size,
+    merge_seconds,
     pool_limits,
     round_cost,
     solve_head,
@@ -100,7 +101,9 @@ def solve_split(
     limits = pool_limits(costs, spare, parallel)
     each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
     heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
-    deadline = started + POOL_WAIT * options.time_limit_s
+    # Pools not back by then are decided by the greedy; the merge comes after.
+    limit = options.time_limit_s
+    deadline = started + min(POOL_WAIT * limit, limit - merge_seconds(instance))
     found, lost = _run_pools(
         solve_pool,
         subs,

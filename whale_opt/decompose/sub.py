@@ -128,6 +128,9 @@ def sub_instance(
     running = []
     for r, mine in inside_gpus.items():
         job = instance.running[r]
+        if len(mine) == len(job.gpu_ids):  # wholly in the pool: as it is
+            running.append(job)
+            continue
         share = len(mine) / len(job.gpu_ids) if job.gpu_ids else 1.0  # CPU-only: all here
         running.append(
             replace(
