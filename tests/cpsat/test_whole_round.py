@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from whale_opt.check import check
+from whale_opt.cpsat import lns
 from whale_opt.cpsat.candidates import free_job
 from whale_opt.cpsat.lns import LnsStats, exact_round
 from whale_opt.cpsat.presets import load_preset
@@ -101,17 +104,26 @@ def test_a_job_that_fits_one_node_or_a_gang_of_smaller_ones_is_not_called_comple
     assert item is not None and item.complete
 
 
-def test_a_whole_round_model_without_time_to_build_it_is_skipped() -> None:
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the whole round's choices were listed")
+
+
+def test_a_whole_round_model_without_time_to_build_it_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Building a model cannot be stopped half way: with no time left for it,
-    # the whole round's model is not built and the decision comes back as it was.
+    # the whole round's model is not built and the decision comes back as it was;
+    # its choices are not even listed (a pool given 0.05 s spent 0.2 s on them).
     instance = generate("hetero", gpus=256, queued=16, seed=3)
     jobs = wspt_greedy(instance)
     value = objective(instance, jobs)
     preset = load_preset(None)
     stats = LnsStats()
-    out = exact_round(
-        instance, jobs, value, time.perf_counter(), preset, preset.parameters, 0, stats
-    )
+    with monkeypatch.context() as patch:
+        patch.setattr(lns, "make_neighbourhood", _never)
+        out = exact_round(
+            instance, jobs, value, time.perf_counter(), preset, preset.parameters, 0, stats
+        )
     assert out == (jobs, value, False)
     assert (stats.exact_tried, stats.exact_skipped, stats.exact_s) == (1, 1, 0.0)
     # With the time, it is built and solved.
