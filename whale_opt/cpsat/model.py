@@ -261,10 +261,14 @@ class CpSatPolicy:
             moves = None
             if preset.deterministic:  # counted moves, not time, decide when to stop
                 stop, moves = deadline, preset.search_moves
-            found, found_value = improve(instance, orders, stop, options.seed, moves, patience)
-            stats["search_value"] = found_value
-            if found_value < value:
-                jobs, value = found, found_value
+            # Its first step lists the given orders again (a greedy's time each, not
+            # stopped half way): only when there is time for that and a move after.
+            listing = (len(orders) + 1) * stats["greedy_s"]
+            if preset.deterministic or stop - time.perf_counter() > listing:
+                found, found_value = improve(instance, orders, stop, options.seed, moves, patience)
+                stats["search_value"] = found_value
+                if found_value < value:
+                    jobs, value = found, found_value
             # Building the node search and placing its result back cost at most about
             # what the greedy did each: it runs when that leaves time for moves.
             spare = deadline - stats["greedy_s"] - time.perf_counter()
