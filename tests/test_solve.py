@@ -15,13 +15,16 @@ import pytest
 from whale_opt.bounds import trivial_bound
 from whale_opt.budget import TAIL_REASON, bound_fits, head_size, round_cost, split_size
 from whale_opt.check import check
+from whale_opt.cpsat import model
+from whale_opt.cpsat.model import CpSatPolicy
 from whale_opt.decision import Action
+from whale_opt.decompose import split_pays
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
 from whale_opt.registry import get_policy
-from whale_opt.solve import solve
+from whale_opt.solve import LOCAL_WORKERS, solve
 from whale_opt.topology import eligible_nodes, node_topologies
 
 SLACK_S = 0.3  # the machine is shared: allow some scheduling noise on top of the limit
@@ -72,6 +75,38 @@ def test_a_queue_too_long_for_the_limit_on_many_racks_is_split_into_pools() -> N
     started = time.perf_counter()
     decision = solve(instance, "cpsat", time_limit_s=1.0)
     assert time.perf_counter() - started <= 1.0 + SLACK_S
+    assert check(instance, decision) == []
+
+
+def test_a_split_with_no_time_for_its_own_overhead_is_not_made() -> None:
+    # At 0.1 s pools sent to workers come back too late to be used (each pool its
+    # worker's overhead, then the merge): the round is decided in one piece, its
+    # queue cut to the head that fits. With the time, the same round is split.
+    instance = generate("hetero", gpus=1024, queued=500, seed=900)
+    max_gpus = split_size(instance, 0.1)
+    assert max_gpus is not None  # too long for the limit, with racks to split on
+    assert not split_pays(instance, 0.1, max_gpus, LOCAL_WORKERS)
+    assert split_pays(instance, 5.0, max_gpus, LOCAL_WORKERS)
+    decision = solve(instance, "cpsat", time_limit_s=0.1)
+    assert "pools" not in decision.stats
+    assert 0 < decision.stats["head"] < len(instance.queue)
+    assert check(instance, decision) == []
+
+
+def _no_search(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the order search was started")
+
+
+def test_the_order_search_is_not_started_without_time_for_its_first_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its first step lists the greedy's order again, which cannot be stopped half
+    # way: with no time left after the greedy it would take the round past its limit.
+    instance = generate("hetero", gpus=256, queued=300, seed=4)
+    monkeypatch.setattr(model, "improve", _no_search)
+    options = SolveOptions(time_limit_s=0.001, report_bound=False)
+    decision = CpSatPolicy().decide(instance, options)
+    assert "search_error" not in decision.stats  # the search was not started and failed
     assert check(instance, decision) == []
 
 

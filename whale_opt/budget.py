@@ -187,8 +187,9 @@ def solve_head(
 ) -> Decision:
     """Decide the first ``head`` jobs of the greedy's order with ``decide``; defer the rest.
 
-    The bound is the head's plus, per deferred job, its weighted shortest
-    duration (no valid decision makes it end sooner).
+    The decision's stats are the head's, and ``head``, its size. The bound is
+    the head's plus, per deferred job, its weighted shortest duration (no
+    valid decision makes it end sooner).
     """
     started = time.perf_counter()
     order = wspt_order(instance)
@@ -202,4 +203,5 @@ def solve_head(
     rest = instance.replace(queue=tuple(instance.queue[k] for k in tail))
     bound = decision.bound + trivial_bound(rest)
     status = Status.FEASIBLE if decision.status is Status.OPTIMAL else decision.status
-    return assemble(instance, solver, jobs, status, bound, started)
+    stats = {**decision.stats, "head": head}  # what deciding the head did, and its size
+    return assemble(instance, solver, jobs, status, bound, started).with_changes(stats=stats)

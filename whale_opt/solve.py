@@ -11,7 +11,10 @@ every solver starts from and the analytic lower bound; the cost model
   with a share of the limit in proportion to its expected work; for the
   solvers that start from the WSPT greedy (``wspt``, ``cpsat``), when the
   whole round's list schedule fits its share of the limit, it is made first
-  and returned instead of the merged pools when they do not beat it;
+  and returned instead of the merged pools when they do not beat it; a
+  split is made only when the limit has room for its own overhead (each
+  worker's pools, the merge: :func:`whale_opt.decompose.split_pays`), else
+  the round is decided in one piece as below;
 - a queue still too long (one rack of one type, or within a pool) is cut:
   its head, by class rank then Smith's ratio, is decided, and the rest is
   deferred to a later round (:func:`whale_opt.budget.solve_head`);
@@ -35,7 +38,7 @@ from whale_opt.budget import (
 )
 from whale_opt.cpsat.model import CpSatPolicy
 from whale_opt.decision import Decision, JobDecision
-from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split
+from whale_opt.decompose import DEFAULT_MAX_GPUS, solve_split, split_pays
 from whale_opt.executors import LocalExecutor
 from whale_opt.options import SolveOptions
 from whale_opt.placement.serial import list_schedule
@@ -88,7 +91,8 @@ def solve(
         large = split_above_gpus is not None and gpus > split_above_gpus
         if large and (max_gpus is None or max_gpus >= DEFAULT_MAX_GPUS):
             max_gpus = DEFAULT_MAX_GPUS
-        if max_gpus is not None:
+        workers = _workers(executor)
+        if max_gpus is not None and split_pays(instance, options.time_limit_s, max_gpus, workers):
             # Solvers that start from the WSPT greedy return no worse than the whole
             # round's, when it fits its share of the limit.
             greedy = isinstance(policy, WsptPolicy | CpSatPolicy)
@@ -116,6 +120,13 @@ def solve_one_pool(instance: Instance, options: SolveOptions, *, solver: str) ->
     return solve(instance, solver, options, split=False)
 
 
+def _workers(executor: Executor | None) -> int:
+    """How many pools ``executor`` runs at once (None: our local workers). The
+    standard executors say; assume the local count for one that does not (it
+    only sets each pool's share of the limit)."""
+    return int(getattr(executor, "_max_workers", LOCAL_WORKERS))
+
+
 def _solve_pools(
     instance: Instance,
     solver: str,
@@ -131,9 +142,7 @@ def _solve_pools(
     # does not wait for a hung one on its way out.
     pool = LocalExecutor(LOCAL_WORKERS) if executor is None else executor
     try:
-        # The standard executors say how many pools run at once; assume the local
-        # count for one that does not (it only sets each pool's share of the limit).
-        workers = getattr(pool, "_max_workers", LOCAL_WORKERS)
+        workers = _workers(pool)
         return solve_split(
             instance,
             partial(solve_one_pool, solver=solver),

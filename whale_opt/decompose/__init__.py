@@ -51,7 +51,7 @@ them), :mod:`~whale_opt.decompose.sub` (a pool as an instance),
 from whale_opt.decompose.cut import Pool, pools
 from whale_opt.decompose.limits import DEFAULT_MAX_GPUS, OVERDUE_SHARE, POOL_SHARE, POOL_WAIT
 from whale_opt.decompose.merge import merge
-from whale_opt.decompose.split import PoolSolve, solve_split
+from whale_opt.decompose.split import PoolSolve, solve_split, split_pays
 from whale_opt.decompose.sub import (
     pool_tenants,
     preemption_shares,
@@ -74,5 +74,6 @@ __all__ = [
     "quota_shares",
     "running_gpus_by_pool",
     "solve_split",
+    "split_pays",
     "sub_instance",
 ]

@@ -26,6 +26,12 @@ def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
     return _assign(instance, _node_view(instance, max_gpus))
 
 
+def pool_count(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> int:
+    """How many node sets :func:`pools` cuts the cluster into (before leaving out
+    those no queued job is assigned to)."""
+    return len(_node_view(instance, max_gpus).node_sets)
+
+
 class _NodeView:
     """What the cut depends on and that changes only with the node records: the
     pools' node sets, their healthy GPUs, and the nodes each job shape may use.

@@ -20,7 +20,7 @@ from whale_opt.budget import (
     solve_head,
 )
 from whale_opt.decision import Decision, JobDecision, Status
-from whale_opt.decompose.cut import pools
+from whale_opt.decompose.cut import pool_count, pools
 from whale_opt.decompose.limits import (
     AFTER_POOLS_S,
     DEFAULT_MAX_GPUS,
@@ -165,6 +165,20 @@ def pool_seconds(limit: float) -> float:
     """The part of a split round's time limit the pools get (:data:`POOL_SHARE`,
     :data:`AFTER_POOLS_S` and :data:`MIN_POOL_SHARE`)."""
     return max(MIN_POOL_SHARE * limit, min(POOL_SHARE * limit, limit - AFTER_POOLS_S))
+
+
+def split_pays(instance: Instance, limit: float, max_gpus: int, workers: int) -> bool:
+    """Whether a split of ``instance`` into pools of ``max_gpus`` GPUs on ``workers``
+    workers has time for its own overhead within ``limit``: the pools each
+    worker takes one after another, each its overhead
+    (:data:`whale_opt.budget.POOL_OVERHEAD_S`) and as long again to search,
+    before the pools' deadline, with the merge after it. Where it has not,
+    the pools would come back late and be decided by the greedy here, past
+    the limit: the round is better decided in one piece, its queue cut to
+    the head that fits."""
+    rounds = -(-pool_count(instance, max_gpus) // max(workers, 1))
+    room = min(pool_seconds(limit), POOL_WAIT * limit, limit - merge_seconds(instance))
+    return room >= rounds * 2 * POOL_OVERHEAD_S
 
 
 def _due(each: list[SolveOptions], parallel: int, now: float) -> list[float]:
