@@ -130,3 +130,24 @@ def test_a_whole_round_model_without_time_to_build_it_is_skipped(
     stats = LnsStats()
     exact_round(instance, jobs, value, time.perf_counter() + 2, preset, preset.parameters, 0, stats)
     assert stats.exact_skipped == 0 and stats.exact_s > 0
+
+
+def test_no_neighbourhood_starts_without_time_for_its_timeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A neighbourhood's timeline holds every queued and running job (0.3-0.5 s on
+    # 10,000 GPUs): the first one is not started with less than that left, which
+    # is more than the floor kept for later ones once they are timed.
+    instance = generate("hetero", gpus=1024, queued=500, seed=900)
+    preset = load_preset(None)
+    expected = lns.first_overhead(instance, preset)
+    assert expected > 2 * lns.MIN_OVERHEAD_S
+    assert lns.first_overhead(generate("hetero", gpus=64, queued=4, seed=900), preset) < expected
+    jobs = wspt_greedy(instance)
+    value = objective(instance, jobs)
+    monkeypatch.setattr(lns, "make_neighbourhood", _never)
+    deadline = time.perf_counter() + expected / 2
+    out = lns.large_neighbourhood_search(
+        instance, jobs, value, 0.0, deadline, preset, preset.parameters, 0
+    )
+    assert out == (jobs, value)
