@@ -1,13 +1,14 @@
 """Does a round end within its time limit? cpsat on generated rounds at short limits.
 
-Run alone on an idle machine (about 2 minutes a code)::
+Run alone on an idle machine (about 3 minutes a code)::
 
     python bench/watchdog.py --out bench/WATCHDOG.md
     python bench/watchdog.py --before <clone of an older commit> --out bench/WATCHDOG.md
 
 Each round (four families, 64-2,048 GPUs, 4-1,000 queued, ``seed=900``) is
 decided once by ``wspt`` first, as a live scheduler's rounds find their
-cluster's memos warm, then by ``cpsat`` at 0.1, 0.25, 0.5 and 1 s. A row gives
+cluster's memos warm, then by ``cpsat`` at 0.1, 0.25, 0.5 and 1 s; two large
+rounds (10,000 GPUs / 5,000 queued, 4,096 / 4,000) at 1, 2 and 5 s. A row gives
 the wall time against the limit (the issue's watchdog: at most the limit and
 10%), the objective, the queued jobs left to a later round for want of time,
 the pools the round was split into, and the checker's verdict. With
@@ -36,6 +37,8 @@ from whale_opt.solve import solve
 FAMILIES = ("hetero", "mixed", "dgx1", "fragmented")
 SIZES = ((64, 4), (64, 16), (128, 64), (256, 120), (512, 300), (1024, 500), (2048, 1000))
 LIMITS = (0.1, 0.25, 0.5, 1.0)
+LARGE = (("hetero", 10_000, 5000), ("dgx1", 4096, 4000))  # at LARGE_LIMITS
+LARGE_LIMITS = (1.0, 2.0, 5.0)
 SEED = 900
 OVER = 1.1  # the watchdog's allowance: the limit and 10%
 
@@ -61,26 +64,27 @@ def sweep() -> list[Row]:
     """One row per round and limit, solved by this interpreter's code."""
     logging.disable(logging.WARNING)
     rows: list[Row] = []
-    for family in FAMILIES:
-        for gpus, queued in SIZES:
-            instance = generate(family, gpus=gpus, queued=queued, seed=SEED)
-            solve(instance, "wspt")
-            for limit in LIMITS:
-                tic = time.perf_counter()
-                decision = solve(instance, "cpsat", time_limit_s=limit)
-                wall = time.perf_counter() - tic
-                rows.append(
-                    Row(
-                        f"{family}-{gpus}-{queued}",
-                        limit,
-                        wall,
-                        decision.objective,
-                        sum(item.reason == TAIL_REASON for item in decision.jobs),
-                        str(decision.stats.get("pools", "-")),
-                        not check(instance, decision),
-                    )
+    rounds = [(f, g, q, LIMITS) for f in FAMILIES for g, q in SIZES]
+    rounds += [(f, g, q, LARGE_LIMITS) for f, g, q in LARGE]
+    for family, gpus, queued, limits in rounds:
+        instance = generate(family, gpus=gpus, queued=queued, seed=SEED)
+        solve(instance, "wspt")
+        for limit in limits:
+            tic = time.perf_counter()
+            decision = solve(instance, "cpsat", time_limit_s=limit)
+            wall = time.perf_counter() - tic
+            rows.append(
+                Row(
+                    f"{family}-{gpus}-{queued}",
+                    limit,
+                    wall,
+                    decision.objective,
+                    sum(item.reason == TAIL_REASON for item in decision.jobs),
+                    str(decision.stats.get("pools", "-")),
+                    not check(instance, decision),
                 )
-                print(rows[-1], file=sys.stderr, flush=True)
+            )
+            print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
 
