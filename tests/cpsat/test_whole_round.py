@@ -8,21 +8,13 @@ called proven.
 
 from __future__ import annotations
 
-import time
-
-import pytest
-
 from whale_opt.check import check
-from whale_opt.cpsat import lns
 from whale_opt.cpsat.candidates import free_job
-from whale_opt.cpsat.lns import LnsStats, exact_round
-from whale_opt.cpsat.presets import load_preset
-from whale_opt.decision import Action, Status, objective
-from whale_opt.generate import generate
+from whale_opt.decision import Action, Status
 from whale_opt.options import SolveOptions
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
-from whale_opt.solve import solve, wspt_greedy
+from whale_opt.solve import solve
 from whale_opt.topology import node_topologies
 
 TYPES = {"H100": GpuType("H100", 80, speed=2.0)}
@@ -102,52 +94,3 @@ def test_a_job_that_fits_one_node_or_a_gang_of_smaller_ones_is_not_called_comple
     timeline = ClusterState(alone, node_topologies(alone))
     item = free_job(alone, timeline, 0, None, 1, whole=True)
     assert item is not None and item.complete
-
-
-def _never(*args: object, **kwargs: object) -> None:
-    raise AssertionError("the whole round's choices were listed")
-
-
-def test_a_whole_round_model_without_time_to_build_it_is_skipped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Building a model cannot be stopped half way: with no time left for it,
-    # the whole round's model is not built and the decision comes back as it was;
-    # its choices are not even listed (a pool given 0.05 s spent 0.2 s on them).
-    instance = generate("hetero", gpus=256, queued=16, seed=3)
-    jobs = wspt_greedy(instance)
-    value = objective(instance, jobs)
-    preset = load_preset(None)
-    stats = LnsStats()
-    with monkeypatch.context() as patch:
-        patch.setattr(lns, "make_neighbourhood", _never)
-        out = exact_round(
-            instance, jobs, value, time.perf_counter(), preset, preset.parameters, 0, stats
-        )
-    assert out == (jobs, value, False)
-    assert (stats.exact_tried, stats.exact_skipped, stats.exact_s) == (1, 1, 0.0)
-    # With the time, it is built and solved.
-    stats = LnsStats()
-    exact_round(instance, jobs, value, time.perf_counter() + 2, preset, preset.parameters, 0, stats)
-    assert stats.exact_skipped == 0 and stats.exact_s > 0
-
-
-def test_no_neighbourhood_starts_without_time_for_its_timeline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A neighbourhood's timeline holds every queued and running job (0.3-0.5 s on
-    # 10,000 GPUs): the first one is not started with less than that left, which
-    # is more than the floor kept for later ones once they are timed.
-    instance = generate("hetero", gpus=1024, queued=500, seed=900)
-    preset = load_preset(None)
-    expected = lns.first_overhead(instance, preset)
-    assert expected > 2 * lns.MIN_OVERHEAD_S
-    assert lns.first_overhead(generate("hetero", gpus=64, queued=4, seed=900), preset) < expected
-    jobs = wspt_greedy(instance)
-    value = objective(instance, jobs)
-    monkeypatch.setattr(lns, "make_neighbourhood", _never)
-    deadline = time.perf_counter() + expected / 2
-    out = lns.large_neighbourhood_search(
-        instance, jobs, value, 0.0, deadline, preset, preset.parameters, 0
-    )
-    assert out == (jobs, value)
