@@ -68,6 +68,17 @@ def test_running_shares_of_a_gpu_add_up_to_at_most_one_gpu() -> None:
     assert len(ok.running) == 2
 
 
+@pytest.mark.parametrize("alias", ["n0/03", "n0/\u0663", "n0/+3", "n0/ 3"])
+def test_a_gpu_has_one_id_so_two_jobs_cannot_hold_it_under_two(alias: str) -> None:
+    # "n0/03" or an Arabic-Indic three would name GPU n0/3 a second time: were
+    # either accepted, a second job could hold that GPU under it.
+    whole = (RunningJob("a", ("n0/3",), 500),)
+    with pytest.raises(FieldError) as caught:
+        round_of(running=(*whole, RunningJob("b", (alias,), 500)))
+    assert caught.value.path == "running[1].gpus[0]"
+    assert "no leading zeros" in caught.value.message
+
+
 # -- the checker ----------------------------------------------------------------
 
 

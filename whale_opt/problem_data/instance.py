@@ -353,7 +353,15 @@ class Instance:
         if found is not None:
             return found
         node_id, sep, index_text = gpu.rpartition("/") if isinstance(gpu, str) else ("", "", "")
-        _require(bool(sep) and index_text.isdigit(), path, gpu, "must look like '<node>/<index>'")
+        # One spelling per GPU: "n1/03" or a non-ASCII digit would let two jobs hold
+        # one GPU under two ids (the checks key GPUs by id).
+        plain = index_text.isascii() and index_text.isdigit() and index_text == str(int(index_text))
+        _require(
+            bool(sep) and plain,
+            path,
+            gpu,
+            "must look like '<node>/<index>' (the index in decimal, no leading zeros)",
+        )
         _require(node_id in self.node_index, path, gpu, f"names unknown node {node_id!r}")
         node_pos = self.node_index[node_id]
         index = int(index_text)
