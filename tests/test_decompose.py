@@ -22,6 +22,7 @@ from whale_opt.decompose import (
     solve_split,
     sub_instance,
 )
+from whale_opt.decompose.cut import pool_count
 from whale_opt.decompose.split import _greedy_pool, pool_seconds
 from whale_opt.executors import LocalExecutor, WorkerLost
 from whale_opt.generate import generate
@@ -77,6 +78,17 @@ def test_pools_hold_whole_racks_of_one_type_and_each_job_once() -> None:
         assert sorted(members) == sorted(pool.nodes)  # racks are never cut
     jobs = [k for pool in parts for k in pool.jobs]
     assert len(jobs) == len(set(jobs))
+
+
+def test_the_pool_count_is_of_node_sets_some_queued_job_could_use() -> None:
+    # What decides whether a split pays: pools with no job to solve cost nothing.
+    instance = generate("hetero", gpus=1024, queued=500, seed=900)
+    parts = pools(instance, 256)
+    assert pool_count(instance, 256) == sum(1 for part in parts if part.jobs) == len(parts)
+    h100 = instance.replace(queue=tuple(j for j in instance.queue if j.gpu_types == ("H100-80G",)))
+    sets = sum(1 for part in parts if instance.nodes[part.nodes[0]].gpu_type == "H100-80G")
+    assert 0 < pool_count(h100, 256) == sets < len(parts)
+    assert pool_count(instance.replace(queue=()), 256) == 0
 
 
 def test_a_tight_quota_spanning_pools_holds_after_the_merge() -> None:

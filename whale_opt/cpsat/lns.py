@@ -165,8 +165,9 @@ def exact_round(
     what the model says.
     """
     stats.exact_tried = 1
-    pairs = sum(eligible_counts(instance))
-    if whole_round_seconds(len(instance.queue), pairs) > deadline - time.perf_counter():
+    counts = eligible_counts(instance)  # jobs no node can host stay out of the model
+    hosted = sum(1 for count in counts if count)
+    if whole_round_seconds(hosted, sum(counts)) > deadline - time.perf_counter():
         stats.exact_skipped = 1  # not even worth listing its choices
         return jobs, value, False
     incumbent, preempted = _incumbent(instance, jobs)
@@ -200,9 +201,10 @@ def first_overhead(instance: Instance, preset: Preset) -> float:
     timeline (every queued and running job on the cluster, at
     :data:`TIMELINE_MICROS_PER_JOB`) and its model's build
     (:data:`whale_opt.cpsat.cpmodel.BUILD_MICROS_PER_JOB` and ``_PER_NODE``
-    for the preset's ``hood_size`` jobs on ``nodes_per_job`` nodes each)."""
+    for the preset's ``hood_size`` jobs, at most the queue, on
+    ``nodes_per_job`` nodes each)."""
     jobs = len(instance.queue) + len(instance.running)
-    hood = preset.hood_size
+    hood = min(preset.hood_size, len(instance.queue))
     micros = TIMELINE_MICROS_PER_JOB * jobs
     micros += BUILD_MICROS_PER_JOB * hood + BUILD_MICROS_PER_NODE * hood * preset.nodes_per_job
     return max(MIN_OVERHEAD_S, micros * 1e-6)

@@ -27,9 +27,15 @@ def pools(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> list[Pool]:
 
 
 def pool_count(instance: Instance, max_gpus: int = DEFAULT_MAX_GPUS) -> int:
-    """How many node sets :func:`pools` cuts the cluster into (before leaving out
-    those no queued job is assigned to)."""
-    return len(_node_view(instance, max_gpus).node_sets)
+    """How many of the node sets :func:`pools` cuts the cluster into some queued
+    job could run in (at least as many as :func:`pools` assigns jobs to)."""
+    view = _node_view(instance, max_gpus)
+    reached: set[int] = set()
+    for position in range(len(instance.queue)):
+        reached |= view.pools_of(instance, position)
+        if len(reached) == len(view.node_sets):
+            break
+    return len(reached)
 
 
 class _NodeView:
