@@ -40,3 +40,25 @@ def test_rounds_of_an_unchanged_cluster_share_one_node_tuple_and_its_topologies(
     assert third.nodes is not first.nodes and third.nodes[1].down
     assert node_topologies(third)[1].healthy == 0  # the down node's topology, not a stale one
     assert node_topologies(first)[1].healthy != 0
+
+
+def test_an_instance_travels_without_its_gpu_table_and_finds_its_gpus_after() -> None:
+    # The table of GPU ids is the node tuple's: a pool sent to a worker does not
+    # carry it (a fifth of its pickle), and the worker builds it on arrival.
+    import pickle
+
+    from whale_opt.generate import generate
+
+    instance = generate("hetero", gpus=256, queued=20, seed=3)
+    state = instance.__getstate__()
+    assert "_gpus" not in state and "_healthy" not in state
+    full = pickle.dumps(instance.__dict__)
+    data = pickle.dumps(instance)
+    assert len(data) < 0.9 * len(full)
+    back = pickle.loads(data)
+    assert back == instance
+    for job in instance.running:
+        for gpu in job.gpu_ids:
+            assert back.parse_gpu(gpu) == instance.parse_gpu(gpu)
+    # Still validated as before on the way out of a replace.
+    assert back.replace(queue=back.queue[:3]).gpu_owner == instance.gpu_owner

@@ -428,6 +428,18 @@ class Instance:
             )
         return self.policy.horizon_s + shortest
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The GPU table is the node tuple's: rebuilt (or found again) on arrival,
+        # not sent with every pool (a fifth of a pool's pickle).
+        return {k: v for k, v in self.__dict__.items() if k not in ("_gpus", "_healthy")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        nodes = self.nodes
+        gpus, healthy = _GPU_REFS.get(nodes, lambda: _gpu_refs(nodes))
+        object.__setattr__(self, "_gpus", gpus)
+        object.__setattr__(self, "_healthy", healthy)
+
     def replace(self, **changes: Any) -> Instance:
         """A copy with ``changes`` applied, validated again."""
         return replace(self, **changes)
