@@ -218,25 +218,30 @@ def _watch(
             return
 
 
+def model_build_seconds(jobs: int, nodes: int, sets: int = 0) -> float:
+    """The expected time to build a model of ``jobs`` freed jobs with ``nodes``
+    candidate nodes and ``sets`` GPU sets to start on now between them
+    (:data:`BUILD_MICROS_PER_JOB`, ``_PER_NODE`` and ``_PER_SET``)."""
+    micros = (
+        BUILD_MICROS_PER_JOB * jobs + BUILD_MICROS_PER_NODE * nodes + BUILD_MICROS_PER_SET * sets
+    )
+    return micros * 1e-6
+
+
 def whole_round_seconds(jobs: int, pairs: int) -> float:
     """When a whole round's model of ``jobs`` queued jobs with ``pairs`` (job,
     eligible node) pairs is expected to give its first solution, known before
     its choices are listed: listing them, then :data:`FIRST_SOLUTION_FACTOR`
     times its build with every eligible node a candidate (no start-now sets)."""
-    build = BUILD_MICROS_PER_JOB * jobs + BUILD_MICROS_PER_NODE * pairs
-    return (HOOD_MICROS_PER_PAIR * pairs + FIRST_SOLUTION_FACTOR * build) * 1e-6
+    listing = HOOD_MICROS_PER_PAIR * pairs * 1e-6
+    return listing + FIRST_SOLUTION_FACTOR * model_build_seconds(jobs, pairs)
 
 
 def build_seconds(hood: Neighbourhood) -> float:
-    """The expected time to build ``hood``'s model (:data:`BUILD_MICROS_PER_JOB`...)."""
+    """The expected time to build ``hood``'s model (:func:`model_build_seconds`)."""
     nodes = sum(len(item.nodes) for item in hood.jobs)
     sets = sum(len(masks) for item in hood.jobs for masks in item.now_masks.values())
-    micros = (
-        BUILD_MICROS_PER_JOB * len(hood.jobs)
-        + BUILD_MICROS_PER_NODE * nodes
-        + BUILD_MICROS_PER_SET * sets
-    )
-    return micros * 1e-6
+    return model_build_seconds(len(hood.jobs), nodes, sets)
 
 
 def freed_share(

@@ -21,12 +21,11 @@ from typing import Any
 
 from whale_opt.cpsat.candidates import Neighbourhood
 from whale_opt.cpsat.cpmodel import (
-    BUILD_MICROS_PER_JOB,
-    BUILD_MICROS_PER_NODE,
     FIRST_SOLUTION_FACTOR,
     HoodResult,
     build_seconds,
     freed_share,
+    model_build_seconds,
     outside_cost,
     solve_neighbourhood,
     whole_round_seconds,
@@ -200,14 +199,11 @@ def first_overhead(instance: Instance, preset: Preset) -> float:
     """What a neighbourhood of ``instance`` is expected to take outside CP-SAT: its
     timeline (every queued and running job on the cluster, at
     :data:`TIMELINE_MICROS_PER_JOB`) and its model's build
-    (:data:`whale_opt.cpsat.cpmodel.BUILD_MICROS_PER_JOB` and ``_PER_NODE``
-    for the preset's ``hood_size`` jobs, at most the queue, on
-    ``nodes_per_job`` nodes each)."""
-    jobs = len(instance.queue) + len(instance.running)
+    (:func:`whale_opt.cpsat.cpmodel.model_build_seconds`: the preset's
+    ``hood_size`` jobs, at most the queue, on ``nodes_per_job`` nodes each)."""
+    timeline = TIMELINE_MICROS_PER_JOB * (len(instance.queue) + len(instance.running)) * 1e-6
     hood = min(preset.hood_size, len(instance.queue))
-    micros = TIMELINE_MICROS_PER_JOB * jobs
-    micros += BUILD_MICROS_PER_JOB * hood + BUILD_MICROS_PER_NODE * hood * preset.nodes_per_job
-    return max(MIN_OVERHEAD_S, micros * 1e-6)
+    return max(MIN_OVERHEAD_S, timeline + model_build_seconds(hood, hood * preset.nodes_per_job))
 
 
 def large_neighbourhood_search(

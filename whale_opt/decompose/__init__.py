@@ -23,13 +23,12 @@ honest about what the split may cost.
 
 A pool whose solve is lost (its worker died, or it raised) or has not
 answered by :data:`POOL_WAIT` of the time limit (earlier when the merge is
-expected to need more than the rest: :func:`whale_opt.budget.merge_seconds`)
+expected to need more than the rest: :func:`~whale_opt.decompose.split.pools_due_s`)
 is decided here by the WSPT greedy instead; the others keep their solver's
 decision. That greedy is made while the other pools run: at once for a pool
 that failed, and for a pool still out once its answer is overdue (its limit,
-a worker's overhead and
-:data:`OVERDUE_SHARE` of its limit after the time a free worker was expected
-to take it), each within its share of the time left (where the pool's whole
+a worker's overhead and :data:`OVERDUE_SHARE` of its limit after the time a
+free worker was expected to take it), each within its share of the time left (where the pool's whole
 list schedule would not fit that, its head is decided and the rest deferred
 to the next round), so a round whose workers die or hang ends near
 :data:`POOL_WAIT` of its limit, not that many greedies later. The decision then

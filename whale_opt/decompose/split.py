@@ -101,9 +101,7 @@ def solve_split(
     limits = pool_limits(costs, spare, parallel)
     each = [options.replace(time_limit_s=max(0.05, limit)) for limit in limits]
     heaviest = sorted(range(len(subs)), key=lambda k: -limits[k])  # the order pool_limits assumes
-    # Pools not back by then are decided by the greedy; the merge comes after.
-    limit = options.time_limit_s
-    deadline = started + min(POOL_WAIT * limit, limit - merge_seconds(instance))
+    deadline = started + pools_due_s(instance, options.time_limit_s)
     found, lost = _run_pools(
         solve_pool,
         subs,
@@ -167,6 +165,13 @@ def pool_seconds(limit: float) -> float:
     return max(MIN_POOL_SHARE * limit, min(POOL_SHARE * limit, limit - AFTER_POOLS_S))
 
 
+def pools_due_s(instance: Instance, limit: float) -> float:
+    """When, from a split round's start, pools not back are decided by the greedy
+    here: :data:`POOL_WAIT` of ``limit``, or earlier when the merge after them is
+    expected to need more than the rest (:func:`whale_opt.budget.merge_seconds`)."""
+    return min(POOL_WAIT * limit, limit - merge_seconds(instance))
+
+
 def split_pays(instance: Instance, limit: float, max_gpus: int, workers: int) -> bool:
     """Whether a split of ``instance`` into pools of ``max_gpus`` GPUs on ``workers``
     workers has time for its own overhead within ``limit``: the pools each
@@ -177,7 +182,7 @@ def split_pays(instance: Instance, limit: float, max_gpus: int, workers: int) ->
     the limit: the round is better decided in one piece, its queue cut to
     the head that fits."""
     rounds = -(-pool_count(instance, max_gpus) // max(workers, 1))
-    room = min(pool_seconds(limit), POOL_WAIT * limit, limit - merge_seconds(instance))
+    room = min(pool_seconds(limit), pools_due_s(instance, limit))
     return room >= rounds * 2 * POOL_OVERHEAD_S
 
 

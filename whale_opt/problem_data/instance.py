@@ -164,10 +164,7 @@ class Instance:
                 )
         object.__setattr__(self, "node_index", node_index)
         object.__setattr__(self, "node_types", types)
-        nodes = self.nodes
-        gpus, healthy = _GPU_REFS.get(nodes, lambda: _gpu_refs(nodes))
-        object.__setattr__(self, "_gpus", gpus)
-        object.__setattr__(self, "_healthy", healthy)
+        self._attach_gpus()
         owner, shared = self._check_running()
         self._check_lost(dict(owner), dict(shared))
         object.__setattr__(self, "gpu_owner", MappingProxyType(owner))
@@ -435,6 +432,10 @@ class Instance:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._attach_gpus()
+
+    def _attach_gpus(self) -> None:
+        """The node tuple's GPU table (:data:`_GPU_REFS`), made or found again."""
         nodes = self.nodes
         gpus, healthy = _GPU_REFS.get(nodes, lambda: _gpu_refs(nodes))
         object.__setattr__(self, "_gpus", gpus)
