@@ -264,6 +264,24 @@ def test_a_split_round_is_no_worse_than_the_whole_rounds_greedy(solver: str) -> 
     assert split.objective <= greedy.objective
 
 
+def test_a_split_round_that_meets_its_bound_is_optimal() -> None:
+    # An idle cluster: every job starts now where it runs fastest, which is the
+    # bound itself; however its pools ended, the decision is optimal.
+    instance = generate("hetero", gpus=512, queued=20, seed=3).replace(running=())
+    decision = solve_split(
+        instance, _pool("cpsat"), "cpsat", SolveOptions(time_limit_s=2.0), max_gpus=64
+    )
+    assert check(instance, decision) == []
+    assert decision.stats["pools"] > 1
+    assert decision.gap == 0.0 and decision.status is Status.OPTIMAL
+    # With more work than starts now where it runs fastest, a gap: not called optimal.
+    loaded = generate("hetero", gpus=512, queued=20, seed=2).replace(running=())
+    decision = solve_split(
+        loaded, _pool("cpsat"), "cpsat", SolveOptions(time_limit_s=2.0), max_gpus=64
+    )
+    assert decision.gap > 0 and decision.status is not Status.OPTIMAL
+
+
 # -- a pool whose worker dies ------------------------------------------------------
 
 DOOMED = "h100-0000"  # the first node of the busiest pool of lost_round()

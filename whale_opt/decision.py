@@ -109,6 +109,12 @@ class Decision:
         """(objective - bound) / max(objective, 1), never below 0."""
         return max(0.0, (self.objective - self.bound) / max(self.objective, 1.0))
 
+    @property
+    def meets_bound(self) -> bool:
+        """Whether the objective equals the bound (up to rounding): the decision is
+        optimal for the round, however it was found."""
+        return meets_bound(self.objective, self.bound)
+
     def job(self, job_id: str) -> JobDecision:
         """The decision about ``job_id``."""
         for item in self.jobs:
@@ -123,6 +129,11 @@ class Decision:
     def with_changes(self, **changes: Any) -> Decision:
         """A copy with ``changes`` applied."""
         return replace(self, **changes)
+
+
+def meets_bound(value: float, bound: float) -> bool:
+    """Whether an objective ``value`` equals the lower ``bound`` up to rounding."""
+    return (value - bound) / max(value, 1.0) <= 1e-9
 
 
 def job_nodes(item: JobDecision) -> tuple[str, ...]:

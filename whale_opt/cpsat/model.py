@@ -61,7 +61,7 @@ from whale_opt.bounds import lagrangian_bound, reported_bound
 from whale_opt.check import check
 from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
 from whale_opt.cpsat.presets import Preset, load_preset
-from whale_opt.decision import Decision, JobDecision, Status, objective
+from whale_opt.decision import Decision, JobDecision, Status, meets_bound, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
 from whale_opt.placement.node_search import improve_nodes
@@ -323,7 +323,7 @@ class CpSatPolicy:
         if repack and value < greedy_value - 1e-9:
             jobs, value = _repacked(instance, jobs, value, greedy_order, stats)
         improved = value < greedy_value - 1e-9
-        if proven or (value - bound) / max(value, 1.0) <= 1e-9:
+        if proven or meets_bound(value, bound):
             status = Status.OPTIMAL
         elif improved:
             status = Status.FEASIBLE

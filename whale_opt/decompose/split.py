@@ -131,7 +131,9 @@ def solve_split(
             instance, solver, baseline(instance), Status.FEASIBLE, merged.bound, started
         )
         if alone.objective < merged.objective:
-            return alone.with_changes(stats=stats)
+            merged = alone
+    if merged.meets_bound:  # however its pools ended, no decision costs less
+        merged = merged.with_changes(status=Status.OPTIMAL)
     return merged.with_changes(stats=stats, wall_s=time.perf_counter() - started)
 
 
