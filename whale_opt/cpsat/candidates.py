@@ -153,34 +153,26 @@ def prices_nvlink(instance: Instance, position: int) -> bool:
     )
 
 
-def free_job(
+def job_mode(
     instance: Instance,
-    timeline: ClusterState,
+    topologies: tuple[NodeTopology, ...],
+    eligible: tuple[int, ...],
     position: int,
     incumbent: Placement | None,
-    nodes_per_job: int,
-    extra_nodes: tuple[int, ...] = (),
-    *,
-    whole: bool = False,
-) -> FreeJob | None:
-    """The choices of job ``position`` on ``timeline`` (None: no node could ever host it).
-
-    ``extra_nodes`` are offered too when eligible (nodes of running jobs it
-    may displace). ``whole``: every choice (every eligible node, every GPU set
-    to start on); :attr:`FreeJob.complete` says whether that came out so.
-    """
+) -> tuple[Mode, tuple[int, ...], bool] | None:
+    """How job ``position`` uses its nodes, the ones of ``eligible`` (the nodes that
+    could ever hold part of it) it may use so, and whether those are all its
+    placements (None: no node could ever host it)."""
     job = instance.queue[position]
-    eligible = timeline.eligible(position)
     if not eligible:
         return None
-    masks_per_node = ALL_SETS if whole else MASKS_PER_NODE
     complete = True
-    size = {n: timeline.topology(n).size for n in eligible}
+    size = {n: topologies[n].size for n in eligible}
     if job.shares or job.cpu_only:
         mode = Mode.SINGLE  # one GPU, or none: one node
     elif job.topology == "nvlink" and job.gpu_count > 1:
         # One node where a node is big enough; else whole nodes of one size.
-        if any(single_node(job, timeline.topology(n)) for n in eligible):
+        if any(single_node(job, topologies[n]) for n in eligible):
             mode = Mode.SINGLE
             # Whole smaller nodes would hold it too (a gang): not modelled.
             complete = not any(
@@ -197,31 +189,51 @@ def free_job(
                 return None
             chosen_size = max(sizes)
             eligible = tuple(n for n in eligible if size[n] == chosen_size)
-    elif single_node(job, timeline.topology(eligible[0])):
+    elif single_node(job, topologies[eligible[0]]):
         mode = Mode.SINGLE
     else:
         mode = Mode.SPREAD
+    return mode, eligible, complete
+
+
+def free_job(
+    instance: Instance,
+    timeline: ClusterState,
+    position: int,
+    incumbent: Placement | None,
+    nodes_per_job: int,
+    extra_nodes: tuple[int, ...] = (),
+    *,
+    whole: bool = False,
+    offered: set[int] | None = None,
+) -> FreeJob | None:
+    """The choices of job ``position`` on ``timeline`` (None: no node could ever host it).
+
+    ``extra_nodes`` are offered too when eligible (nodes of running jobs it
+    may displace). ``whole``: every choice (every eligible node, or those of
+    ``offered``, every GPU set to start on); :attr:`FreeJob.complete` says
+    whether that came out so.
+    """
+    job = instance.queue[position]
+    found = job_mode(
+        instance, timeline.topologies, timeline.eligible(position), position, incumbent
+    )
+    if found is None:
+        return None
+    mode, eligible, complete = found
+    masks_per_node = ALL_SETS if whole else MASKS_PER_NODE
     durations = {
         instance.nodes[n].gpu_type: instance.durations[position][instance.nodes[n].gpu_type]
         for n in eligible
     }
     allowed = set(eligible)
-    kept = {n for n in (*(incumbent.nodes if incumbent else ()), *extra_nodes) if n in allowed}
     shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
-    if mode is Mode.SINGLE or shaped:
-        # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
-        one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpu_count]
-        kept.update(_earliest_nodes(instance, timeline, position, one_node, nodes_per_job))
-    if mode is not Mode.SINGLE:
-        best = timeline.best_placement(position)
-        if best is not None:
-            kept.update(n for n in best.nodes if n in allowed)
-        if mode is Mode.GANG or shaped:
-            # Whole nodes of the incumbent's and the best placement's racks.
-            racks = {instance.nodes[n].rack for n in kept}
-            kept.update(n for n in eligible if instance.nodes[n].rack in racks)
     if whole:
-        kept = allowed
+        kept = allowed if offered is None else allowed & offered
+    else:
+        kept = _near_nodes(
+            instance, timeline, position, incumbent, extra_nodes, mode, eligible, nodes_per_job
+        )
     nodes = sorted(kept)
     if not nodes:
         return None
@@ -255,6 +267,39 @@ def free_job(
     item.now_masks = {n: masks for n, masks in item.now_masks.items() if masks}
     _price(instance, item)
     return item
+
+
+def _near_nodes(
+    instance: Instance,
+    timeline: ClusterState,
+    position: int,
+    incumbent: Placement | None,
+    extra_nodes: tuple[int, ...],
+    mode: Mode,
+    eligible: tuple[int, ...],
+    nodes_per_job: int,
+) -> set[int]:
+    """A neighbourhood's few nodes for a freed job: its incumbent's, the
+    ``extra_nodes`` (of running jobs it may displace), the ``nodes_per_job``
+    where it ends first alone and, for multi-node modes, the best placement's
+    and whole racks of them."""
+    job = instance.queue[position]
+    allowed = set(eligible)
+    kept = {n for n in (*(incumbent.nodes if incumbent else ()), *extra_nodes) if n in allowed}
+    shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
+    if mode is Mode.SINGLE or shaped:
+        # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
+        one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpu_count]
+        kept.update(_earliest_nodes(instance, timeline, position, one_node, nodes_per_job))
+    if mode is not Mode.SINGLE:
+        best = timeline.best_placement(position)
+        if best is not None:
+            kept.update(n for n in best.nodes if n in allowed)
+        if mode is Mode.GANG or shaped:
+            # Whole nodes of the incumbent's and the best placement's racks.
+            racks = {instance.nodes[n].rack for n in kept}
+            kept.update(n for n in eligible if instance.nodes[n].rack in racks)
+    return kept
 
 
 def share_gpus(

@@ -32,6 +32,7 @@ from whale_opt.cpsat.cpmodel import (
 )
 from whale_opt.cpsat.neighbourhood import STRATEGIES, choose_neighbourhood, make_neighbourhood
 from whale_opt.cpsat.presets import Preset
+from whale_opt.cpsat.symmetry import whole_pairs
 from whale_opt.decision import Action, JobDecision, objective
 from whale_opt.patience import Patience
 from whale_opt.placement.eligibility import eligible_counts
@@ -164,9 +165,11 @@ def exact_round(
     what the model says.
     """
     stats.exact_tried = 1
-    counts = eligible_counts(instance)  # jobs no node can host stay out of the model
-    hosted = sum(1 for count in counts if count)
-    if whole_round_seconds(hosted, sum(counts)) > deadline - time.perf_counter():
+    # Jobs no node can host stay out of the model; each other job has one choice at least.
+    hosted = pairs = sum(1 for count in eligible_counts(instance) if count)
+    if whole_round_seconds(hosted, pairs) <= deadline - time.perf_counter():
+        hosted, pairs = whole_pairs(instance)
+    if whole_round_seconds(hosted, pairs) > deadline - time.perf_counter():
         stats.exact_skipped = 1  # not even worth listing its choices
         return jobs, value, False
     incumbent, preempted = _incumbent(instance, jobs)

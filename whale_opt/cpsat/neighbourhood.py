@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, free_job
+from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, Victim, free_job
+from whale_opt.cpsat.symmetry import Interchangeable, idle, interchangeable, job_shapes
 from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
 from whale_opt.decision import JobDecision
 from whale_opt.placement.records import to_placement
@@ -172,17 +173,25 @@ def make_neighbourhood(
         node = placement.nodes[0]
         if timeline.first_end_at(node) > placement.start:
             needs_release.append((node, placement.start))
+    symmetry = None
+    if whole:
+        symmetry = _interchangeable(instance, timeline, incumbent, free, victims)
+        incumbent = symmetry.canonical(instance, incumbent)
     jobs: list[FreeJob] = []
     for position in sorted(free):
         extra = tuple(n for v in victims if position in v.displacers for n in v.gpus)
+        placement = to_placement(instance, position, incumbent[position])
         choice = free_job(
             instance,
             timeline,
             position,
-            to_placement(instance, position, incumbent[position]),
+            placement,
             nodes_per_job,
             extra_nodes=extra,
             whole=whole,
+            offered=None
+            if symmetry is None
+            else symmetry.offered(position, timeline.eligible(position)),
         )
         if choice is not None:
             jobs.append(choice)
@@ -191,3 +200,17 @@ def make_neighbourhood(
         whole and all_victims and free == set(incumbent) and all(item.complete for item in jobs)
     )
     return hood
+
+
+def _interchangeable(
+    instance: Instance,
+    timeline: ClusterState,
+    incumbent: dict[int, JobDecision],
+    free: set[int],
+    victims: list[Victim],
+) -> Interchangeable:
+    """The interchangeable idle nodes of a whole round (:mod:`whale_opt.cpsat.symmetry`)."""
+    placements = {p: to_placement(instance, p, incumbent[p]) for p in free}
+    shapes = job_shapes(instance, timeline.topologies, timeline.eligible, placements)
+    busy = {n for victim in victims for n in victim.gpus}
+    return interchangeable(instance, shapes, lambda n: n not in busy and idle(timeline, n))

@@ -1,0 +1,151 @@
+"""Interchangeable idle nodes are offered as prefixes, and the round's optimum stays.
+
+A whole round's model offers each job only a prefix of each class of alike
+idle nodes (:mod:`whale_opt.cpsat.symmetry`). The tests solve random small
+rounds to optimality with and without that reduction and compare the optima,
+check that the incumbent mapped onto the prefixes is the same decision, and
+that the pre-listing estimate of the model's choices is never below what is
+listed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from tests.cpsat.builders import H100, holding, job, node, round_of
+from whale_opt.check import check
+from whale_opt.cpsat import neighbourhood
+from whale_opt.cpsat.lns import LnsStats, _incumbent, exact_round
+from whale_opt.cpsat.neighbourhood import make_neighbourhood
+from whale_opt.cpsat.presets import load_preset
+from whale_opt.cpsat.symmetry import Interchangeable, whole_pairs
+from whale_opt.decision import Action, Status, objective
+from whale_opt.generate import generate
+from whale_opt.placement.records import to_placement
+from whale_opt.placement.serial import assemble
+from whale_opt.problem_data import Instance
+from whale_opt.solve import wspt_greedy
+from whale_opt.topology import node_topologies
+
+TOLERANCE = 1e-6
+
+
+def _random_round(seed: int) -> Instance:
+    """Alike idle nodes in two racks and two zones, two busy ones, and more work
+    than fits now (every topology, some jobs held to H100)."""
+    rng = random.Random(seed)
+    nodes = [node(f"a{k}", 4, rack=f"r{k % 2}", zone="z0" if k < 4 else "z1") for k in range(6)]
+    nodes += [node(f"h{k}", 4, gpu_type=H100.name, rack="r0") for k in range(3)]
+    nodes += [node("b0", 4, rack="r0"), node("b1", 4, gpu_type=H100.name, rack="r1")]
+    running = [holding("r0", "b0", (0, 1), 700), holding("r1", "b1", (0,), 300)]
+    queue = []
+    for k in range(rng.randint(4, 7)):
+        topology = rng.choice(("nvlink", "any", "rack", "node"))
+        fields = {"weight": rng.choice((1.0, 2.0, 5.0))}
+        if rng.random() < 0.3:
+            fields["gpu_types"] = (H100.name,)
+        if rng.random() < 0.3:
+            fields["zone"] = "z1"
+        gpus = rng.choice((1, 2, 4, 8))
+        queue.append(job(f"q{k}", gpus, rng.randint(200, 3000), topology=topology, **fields))
+    return round_of(nodes, queue, running, aging_per_hour=0)
+
+
+def _exact(instance: Instance) -> tuple[float, bool]:
+    jobs = wspt_greedy(instance)
+    preset = load_preset(None)
+    _, value, proven = exact_round(
+        instance,
+        jobs,
+        objective(instance, jobs),
+        time.perf_counter() + 20,
+        preset,
+        preset.parameters,
+        0,
+        LnsStats(),
+    )
+    return value, proven
+
+
+def _hood_pairs(instance: Instance) -> int:
+    jobs = wspt_greedy(instance)
+    incumbent, preempted = _incumbent(instance, jobs)
+    hood = make_neighbourhood(
+        instance,
+        incumbent,
+        set(incumbent),
+        node_topologies(instance),
+        0,
+        preempted,
+        whole=True,
+    )
+    return sum(len(item.nodes) for item in hood.jobs)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_offering_prefixes_of_alike_idle_nodes_keeps_the_rounds_optimum(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    instance = _random_round(seed)
+    reduced, proven = _exact(instance)
+    fewer = _hood_pairs(instance)
+    with monkeypatch.context() as patch:
+        patch.setattr(neighbourhood, "_interchangeable", lambda *a: Interchangeable([], []))
+        full, full_proven = _exact(instance)
+        assert _hood_pairs(instance) > fewer  # the reduction offered fewer choices
+    assert proven and full_proven
+    assert abs(reduced - full) <= TOLERANCE * max(1.0, full)
+
+
+def test_the_incumbent_moved_onto_the_prefixes_is_the_same_decision() -> None:
+    for seed in range(10):
+        instance = _random_round(seed)
+        jobs = wspt_greedy(instance)
+        incumbent, preempted = _incumbent(instance, jobs)
+        hood = make_neighbourhood(
+            instance,
+            incumbent,
+            set(incumbent),
+            node_topologies(instance),
+            0,
+            preempted,
+            whole=True,
+        )
+        moved = [*hood.incumbent.values(), *(item for item in jobs if item.action is Action.KEEP)]
+        assert check(instance, assemble(instance, "moved", moved, Status.FEASIBLE, 0, 0)) == []
+        assert abs(objective(instance, moved) - objective(instance, jobs)) <= TOLERANCE
+        offered = {item.position: set(item.nodes) for item in hood.jobs}
+        for position, item in hood.incumbent.items():
+            placement = to_placement(instance, position, item)
+            if placement is not None:
+                assert set(placement.nodes) <= offered[position], (seed, item)
+
+
+def test_alike_nodes_split_by_rack_only_when_a_job_keeps_to_a_rack() -> None:
+    nodes = [node(f"a{k}", 4, rack=f"r{k % 2}") for k in range(4)]
+    singles = round_of(nodes, [job("q0", 2), job("q1", 1)])
+    assert _hood_pairs(singles) == 1 + 2  # one class: the first node, then the first two
+    gang = round_of(nodes, [job("q0", 2), job("q1", 8, topology="nvlink")])
+    # Two classes (one per rack): q0 one node of each, the gang all (1 + 2 nodes each).
+    assert _hood_pairs(gang) == 2 + 4
+    zones = [node(f"a{k}", 4, zone=f"z{k % 2}") for k in range(4)]
+    assert _hood_pairs(round_of(zones, [job("q0", 2), job("q1", 1)])) == 2 + 4
+
+
+def test_a_busy_node_is_in_no_class() -> None:
+    nodes = [node(f"a{k}", 4) for k in range(3)]
+    busy = round_of(nodes, [job("q0", 2)], [holding("r0", "a2", (0,), 100)])
+    assert _hood_pairs(busy) == 1 + 1  # a0 for the class {a0, a1}, and a2 on its own
+
+
+@pytest.mark.parametrize("family", ["hetero", "mixed", "dgx1", "fragmented"])
+def test_the_estimate_before_listing_is_never_below_the_listed_choices(family: str) -> None:
+    instance = generate(family, gpus=256, queued=12, seed=11)
+    idle = instance.replace(running=instance.running[: len(instance.running) // 3])
+    for case in (instance, idle):
+        hosted, pairs = whole_pairs(case)
+        assert hosted <= len(case.queue)
+        assert pairs >= _hood_pairs(case)
