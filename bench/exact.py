@@ -13,6 +13,9 @@ Every decision goes through the public checker; a violation aborts the run.
   bound, gap against it).
 - ``large``: 1,024 GPUs / 500 queued in each family (seeds from 500), cpsat
   5 s: its gap to the reported bound (median) and its objective against wspt.
+- ``symmetry``: the whole round's model of replay rounds of at most 20 queued
+  jobs, alike idle nodes offered as prefixes and every node offered: its
+  choices and CP-SAT's time to prove it.
 - ``replay``: rounds of the synthetic replay (``bench/sim_bench.py``'s
   1,008-GPU cluster and trace, decided by wspt), sampled evenly: the greedy's
   gap to the analytic bound and to the Lagrangian one, the Lagrangian's
@@ -27,18 +30,24 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import ortools
 
 from whale_opt.bounds import lagrangian_bound, lower_bound
 from whale_opt.check import check
+from whale_opt.cpsat import neighbourhood
+from whale_opt.cpsat.cpmodel import solve_neighbourhood
+from whale_opt.cpsat.lns import whole_neighbourhood
+from whale_opt.cpsat.presets import load_preset
+from whale_opt.cpsat.symmetry import Interchangeable
 from whale_opt.decision import Decision, Status
 from whale_opt.generate import generate
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.policies.wspt import WsptPolicy
 from whale_opt.problem_data import Instance
 from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
-from whale_opt.solve import solve
+from whale_opt.solve import solve, wspt_greedy
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("hetero", "mixed", "dgx1", "fragmented")
@@ -148,7 +157,9 @@ class _Recorder(WsptPolicy):
         return super().decide(instance, options)
 
 
-def replay(jobs: int, sample: int, budget_s: float, limit_s: float) -> list[str]:
+def replay_rounds(jobs: int) -> list[Instance]:
+    """The rounds of two queued jobs or more of the synthetic replay's first ``jobs``
+    jobs (``bench/sim_bench.py``'s cluster and trace), as wspt decided them."""
     cluster = synthetic_cluster(1024, seed=0)
     trace = synthetic_trace(jobs, cluster, load=0.8, seed=0)
     recorder = _Recorder()
@@ -160,8 +171,14 @@ def replay(jobs: int, sample: int, budget_s: float, limit_s: float) -> list[str]
         repair_s=4 * 3600,
     )
     simulate(trace, cluster, config, policy=recorder)
-    step = max(1, len(recorder.rounds) // sample)
-    chosen = recorder.rounds[::step][:sample]
+    return recorder.rounds
+
+
+def replay(
+    rounds: list[Instance], jobs: int, sample: int, budget_s: float, limit_s: float
+) -> list[str]:
+    step = max(1, len(rounds) // sample)
+    chosen = rounds[::step][:sample]
     analytic, lagrangian, final, times, queued, gains = [], [], [], [], [], []
     proven = 0
     for instance in chosen:
@@ -181,7 +198,7 @@ def replay(jobs: int, sample: int, budget_s: float, limit_s: float) -> list[str]
         final.append(decision.gap)
         queued.append(len(instance.queue))
     return [
-        f"{len(chosen)} rounds of {len(recorder.rounds)} with two queued jobs or more, "
+        f"{len(chosen)} rounds of {len(rounds)} with two queued jobs or more, "
         f"evenly spaced, from the first {jobs} jobs of `bench/sim_bench.py`'s trace on its "
         f"1,008-GPU cluster, decided by wspt (queued p50 {statistics.median(queued):.0f}, "
         f"max {max(queued)}):",
@@ -202,6 +219,45 @@ def replay(jobs: int, sample: int, budget_s: float, limit_s: float) -> list[str]
         f"{statistics.mean(gains):.2%}, median {statistics.median(gains):.2%}; "
         f"{sum(g > 1e-9 for g in gains)} of {len(gains)} improved, {proven} proven optimal.",
     ]
+
+
+def _whole_model(instance: Instance, alike: bool, limit_s: float) -> tuple[int, float, bool]:
+    """The whole round's model from wspt's decision (offering alike idle nodes as
+    prefixes, or every node): its choices, CP-SAT's time and whether it proved it."""
+    with patch.object(
+        neighbourhood,
+        "_interchangeable",
+        neighbourhood._interchangeable if alike else lambda *_: Interchangeable([], []),
+    ):
+        hood, _, _ = whole_neighbourhood(instance, wspt_greedy(instance))
+    preset = load_preset(None)
+    tic = time.perf_counter()
+    result = solve_neighbourhood(hood, preset.parameters, tic + limit_s, preset, 0, whole=True)
+    proved = result is not None and result.proved
+    return sum(len(item.nodes) for item in hood.jobs), time.perf_counter() - tic, proved
+
+
+def symmetry(rounds: list[Instance], sample: int, limit_s: float) -> list[str]:
+    """The whole round's model of replay rounds of at most 20 queued jobs, with alike
+    idle nodes offered as prefixes and with every node offered."""
+    small = [r for r in rounds if len(r.queue) <= 20]
+    step = max(1, len(small) // sample)
+    rows = [
+        "| round | queued | idle nodes | choices, every node | as prefixes "
+        "| proof s, every node | as prefixes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for instance in small[::step][:sample]:
+        used = {instance.parse_gpu(g).node for job in instance.running for g in job.gpu_ids}
+        cells = []
+        for alike in (False, True):
+            pairs, seconds, proved = _whole_model(instance, alike, limit_s)
+            cells.append((pairs, f"{seconds:.2f}" if proved else f"> {limit_s:g}"))
+        rows.append(
+            f"| {instance.name} | {len(instance.queue)} | {len(instance.nodes) - len(used)} | "
+            f"{cells[0][0]} | {cells[1][0]} | {cells[0][1]} | {cells[1][1]} |"
+        )
+    return rows
 
 
 TABLE = (
@@ -244,6 +300,7 @@ def main() -> None:
     parser.add_argument("--large-seeds", type=int, default=2, help="0: skip the section")
     parser.add_argument("--replay-jobs", type=int, default=2000)
     parser.add_argument("--replay-rounds", type=int, default=40, help="0: skip the section")
+    parser.add_argument("--symmetry-rounds", type=int, default=10, help="0: skip the section")
     parser.add_argument("--out", type=Path, default=HERE / "EXACT.md")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -269,9 +326,21 @@ def main() -> None:
             *large(args.large_seeds, args.limit),
             "",
         ]
+    if args.replay_rounds or args.symmetry_rounds:
+        rounds = replay_rounds(args.replay_jobs)
     if args.replay_rounds:
-        section = replay(args.replay_jobs, args.replay_rounds, 0.5, 2.0)
+        section = replay(rounds, args.replay_jobs, args.replay_rounds, 0.5, 2.0)
         lines += ["## The bound on replay rounds", "", *section, ""]
+    if args.symmetry_rounds:
+        lines += [
+            "## Alike idle nodes as prefixes, on replay rounds",
+            "",
+            f"CP-SAT alone on the whole round's model (the default preset, {args.long_limit:g} s),"
+            " from wspt's decision:",
+            "",
+            *symmetry(rounds, args.symmetry_rounds, args.long_limit),
+            "",
+        ]
     lines.append(f"Total {time.perf_counter() - started:.0f} s.")
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -15,8 +15,7 @@ from ortools.sat.python import cp_model
 from whale_opt.check import check
 from whale_opt.cpsat.cpmodel import NeighbourhoodModel
 from whale_opt.cpsat.cuts import Capacity, prefix_sizes, slots
-from whale_opt.cpsat.lns import _incumbent
-from whale_opt.cpsat.neighbourhood import make_neighbourhood
+from whale_opt.cpsat.lns import whole_neighbourhood
 from whale_opt.decision import Status
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
@@ -24,7 +23,6 @@ from whale_opt.placement.profile import Profile
 from whale_opt.problem_data import Instance
 from whale_opt.solve import solve
 from whale_opt.testing import instances
-from whale_opt.topology import node_topologies
 
 HEURISTICS = ("fifo", "sjf", "wspt", "best-fit", "frag-aware")
 
@@ -61,10 +59,7 @@ def test_prefix_sizes_are_all_up_to_24_then_grow() -> None:
 
 
 def _whole_round_model(instance: Instance, jobs: list) -> NeighbourhoodModel:
-    incumbent, preempted = _incumbent(instance, jobs)
-    hood = make_neighbourhood(
-        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
-    )
+    hood, _, _ = whole_neighbourhood(instance, jobs)
     return NeighbourhoodModel(hood)
 
 

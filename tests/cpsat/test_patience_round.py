@@ -10,9 +10,8 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.cpsat.cpmodel import NeighbourhoodModel
-from whale_opt.cpsat.lns import _incumbent, _merge
+from whale_opt.cpsat.lns import _merge, whole_neighbourhood
 from whale_opt.cpsat.model import CpSatPolicy, patience_seconds
-from whale_opt.cpsat.neighbourhood import make_neighbourhood
 from whale_opt.cpsat.presets import Preset, load_preset
 from whale_opt.decision import Status
 from whale_opt.generate import generate
@@ -20,7 +19,6 @@ from whale_opt.options import SolveOptions
 from whale_opt.patience import Patience
 from whale_opt.placement.serial import assemble
 from whale_opt.solve import wspt_greedy
-from whale_opt.topology import node_topologies
 
 
 def test_a_cp_sat_search_without_progress_is_stopped_long_before_its_limit() -> None:
@@ -28,10 +26,7 @@ def test_a_cp_sat_search_without_progress_is_stopped_long_before_its_limit() -> 
     # solution: with only solutions counted as progress, patience stops it.
     instance = generate("hetero", gpus=64, queued=16, seed=100)
     greedy = wspt_greedy(instance)
-    incumbent, preempted = _incumbent(instance, greedy)
-    hood = make_neighbourhood(
-        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
-    )
+    hood, incumbent, preempted = whole_neighbourhood(instance, greedy)
     patience = Patience(0.3)
     started = time.perf_counter()
     result = NeighbourhoodModel(hood).solve(load_preset(None).parameters, 30.0, 0, None, patience)

@@ -18,8 +18,7 @@ import pytest
 from tests.cpsat.builders import H100, holding, job, node, round_of
 from whale_opt.check import check
 from whale_opt.cpsat import neighbourhood
-from whale_opt.cpsat.lns import LnsStats, _incumbent, exact_round
-from whale_opt.cpsat.neighbourhood import make_neighbourhood
+from whale_opt.cpsat.lns import LnsStats, exact_round, whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.cpsat.symmetry import Interchangeable, whole_pairs
 from whale_opt.decision import Action, Status, objective
@@ -28,7 +27,6 @@ from whale_opt.placement.records import to_placement
 from whale_opt.placement.serial import assemble
 from whale_opt.problem_data import Instance
 from whale_opt.solve import wspt_greedy
-from whale_opt.topology import node_topologies
 
 TOLERANCE = 1e-6
 
@@ -72,16 +70,7 @@ def _exact(instance: Instance) -> tuple[float, bool]:
 
 def _hood_pairs(instance: Instance) -> int:
     jobs = wspt_greedy(instance)
-    incumbent, preempted = _incumbent(instance, jobs)
-    hood = make_neighbourhood(
-        instance,
-        incumbent,
-        set(incumbent),
-        node_topologies(instance),
-        0,
-        preempted,
-        whole=True,
-    )
+    hood, _, _ = whole_neighbourhood(instance, jobs)
     return sum(len(item.nodes) for item in hood.jobs)
 
 
@@ -104,16 +93,7 @@ def test_the_incumbent_moved_onto_the_prefixes_is_the_same_decision() -> None:
     for seed in range(10):
         instance = _random_round(seed)
         jobs = wspt_greedy(instance)
-        incumbent, preempted = _incumbent(instance, jobs)
-        hood = make_neighbourhood(
-            instance,
-            incumbent,
-            set(incumbent),
-            node_topologies(instance),
-            0,
-            preempted,
-            whole=True,
-        )
+        hood, _, _ = whole_neighbourhood(instance, jobs)
         moved = [*hood.incumbent.values(), *(item for item in jobs if item.action is Action.KEEP)]
         assert check(instance, assemble(instance, "moved", moved, Status.FEASIBLE, 0, 0)) == []
         assert abs(objective(instance, moved) - objective(instance, jobs)) <= TOLERANCE

@@ -128,6 +128,20 @@ def _incumbent(
     return incumbent, preempted
 
 
+def whole_neighbourhood(
+    instance: Instance, jobs: list[JobDecision]
+) -> tuple[Neighbourhood, dict[int, JobDecision], frozenset[int]]:
+    """The whole round's neighbourhood from the complete decision ``jobs``: every
+    queued job freed with all its choices, every running job a queued one may
+    preempt decided; with the incumbent by queue position and the running
+    positions it preempts (:func:`_incumbent`)."""
+    incumbent, preempted = _incumbent(instance, jobs)
+    hood = make_neighbourhood(
+        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
+    )
+    return hood, incumbent, preempted
+
+
 def _merge(
     instance: Instance,
     incumbent: dict[int, JobDecision],
@@ -172,10 +186,7 @@ def exact_round(
     if whole_round_seconds(hosted, pairs) > deadline - time.perf_counter():
         stats.exact_skipped = 1  # not even worth listing its choices
         return jobs, value, False
-    incumbent, preempted = _incumbent(instance, jobs)
-    hood = make_neighbourhood(
-        instance, incumbent, set(incumbent), node_topologies(instance), 0, preempted, whole=True
-    )
+    hood, incumbent, preempted = whole_neighbourhood(instance, jobs)
     if FIRST_SOLUTION_FACTOR * build_seconds(hood) > deadline - time.perf_counter():
         # Built and presolved, it would leave no time to search (or overrun the round).
         stats.exact_skipped = 1
