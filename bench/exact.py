@@ -43,10 +43,9 @@ from whale_opt.cpsat.presets import load_preset
 from whale_opt.cpsat.symmetry import Interchangeable
 from whale_opt.decision import Decision, Status
 from whale_opt.generate import generate
-from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.policies.wspt import WsptPolicy
 from whale_opt.problem_data import Instance
-from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
+from whale_opt.sim import KeepRounds, SimConfig, simulate, synthetic_cluster, synthetic_trace
 from whale_opt.solve import solve, wspt_greedy
 
 HERE = Path(__file__).resolve().parent
@@ -144,25 +143,12 @@ def large(seeds: int, limit_s: float) -> list[str]:
     ]
 
 
-class _Recorder(WsptPolicy):
-    """wspt, keeping every round it decides with two queued jobs or more."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rounds: list[Instance] = []
-
-    def decide(self, instance: Instance, options: SolveOptions = DEFAULT_OPTIONS) -> Decision:
-        if len(instance.queue) >= 2:
-            self.rounds.append(instance)
-        return super().decide(instance, options)
-
-
 def replay_rounds(jobs: int) -> list[Instance]:
     """The rounds of two queued jobs or more of the synthetic replay's first ``jobs``
     jobs (``bench/sim_bench.py``'s cluster and trace), as wspt decided them."""
     cluster = synthetic_cluster(1024, seed=0)
     trace = synthetic_trace(jobs, cluster, load=0.8, seed=0)
-    recorder = _Recorder()
+    recorder = KeepRounds(WsptPolicy(), least=2)
     config = SimConfig(
         round_period_s=None,
         round_batch_s=600,

@@ -198,7 +198,12 @@ def openb(args: argparse.Namespace) -> list[str]:
     )
 
 
-def philly(args: argparse.Namespace) -> list[str]:
+def philly_sample(
+    args: argparse.Namespace,
+) -> tuple[tuple[TraceJob, ...], Instance, set[str], list[str]]:
+    """The Philly replay's trace and cluster: the first ``--jobs`` >= 4-GPU jobs on a
+    uniform sample of each GPU model's nodes, arrivals scaled to ``--load``; the
+    jobs wider than a node, and the lines that say how."""
     folder = args.data / "philly"
     full, _ = read_philly_cluster(folder / "cluster_machine_list.csv")
     trace, _ = read_philly_trace(folder / "jobs_ge4gpu_pass.json")
@@ -217,6 +222,11 @@ def philly(args: argparse.Namespace) -> list[str]:
         f" {len(cluster.nodes)} nodes, {gpus} GPUs",
         f"arrivals x{factor:.3g} to offered load {offered_load(trace, cluster):.0%}",
     ]
+    return trace, cluster, wide, lines
+
+
+def philly(args: argparse.Namespace) -> list[str]:
+    trace, cluster, wide, lines = philly_sample(args)
     runs = replay(trace, cluster, args)
     return [
         *header("Philly's >= 4-GPU jobs at 90% load", args, lines),

@@ -17,6 +17,7 @@ from whale_opt.problem_data import Instance
 from whale_opt.sim import (
     DecisionError,
     EventLoop,
+    KeepRounds,
     Outage,
     SimConfig,
     SimResult,
@@ -194,6 +195,21 @@ def test_simulate_takes_a_policy_object(
     assert result.policy == result.summary["policy"] == "recording-wspt"
     assert policy.calls == result.summary["rounds"] > 0
     assert_invariants(result, jobs, preemptive)
+
+
+def test_keeping_a_replays_rounds_changes_none_of_its_decisions(
+    jobs: tuple[TraceJob, ...], preemptive: Instance, config: SimConfig
+) -> None:
+    every, busy = KeepRounds(WsptPolicy()), KeepRounds(WsptPolicy(), least=2)
+    kept = simulate(jobs, preemptive, config, policy=every)
+    simulate(jobs, preemptive, config, policy=busy)
+    plain = simulate(jobs, preemptive, config, policy=WsptPolicy())
+    assert kept.policy == "wspt"
+    pd.testing.assert_frame_equal(kept.jobs, plain.jobs)
+    assert len(every.rounds) == kept.summary["rounds"]
+    assert [r.now for r in every.rounds] == sorted(r.now for r in every.rounds)
+    assert busy.rounds == [r for r in every.rounds if len(r.queue) >= 2]
+    assert 0 < len(busy.rounds) < len(every.rounds)
 
 
 def test_a_policy_objects_decisions_go_through_the_checker(cluster: Instance) -> None:

@@ -6,6 +6,7 @@ from whale_opt.sim.engine import Changes as Changes
 from whale_opt.sim.engine import DecisionError as DecisionError
 from whale_opt.sim.engine import EventLoop as EventLoop
 from whale_opt.sim.engine import PendingRound as PendingRound
+from whale_opt.sim.keep import KeepRounds as KeepRounds
 from whale_opt.sim.metrics import SimResult as SimResult
 from whale_opt.sim.metrics import compare as compare
 from whale_opt.sim.metrics import jain_index as jain_index
