@@ -15,17 +15,17 @@ import time
 
 import pytest
 
-from tests.cpsat.builders import H100, holding, job, node, round_of
+from tests.cpsat.builders import A100, H100, holding, job, node, round_of
 from whale_opt.check import check
 from whale_opt.cpsat import neighbourhood
 from whale_opt.cpsat.lns import LnsStats, exact_round, whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.cpsat.symmetry import Interchangeable, whole_pairs
-from whale_opt.decision import Action, Status, objective
+from whale_opt.decision import Action, JobDecision, Status, objective
 from whale_opt.generate import generate
 from whale_opt.placement.records import to_placement
 from whale_opt.placement.serial import assemble
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import Instance, RunningJob
 from whale_opt.solve import wspt_greedy
 
 TOLERANCE = 1e-6
@@ -52,8 +52,10 @@ def _random_round(seed: int) -> Instance:
     return round_of(nodes, queue, running, aging_per_hour=0)
 
 
-def _exact(instance: Instance) -> tuple[float, bool]:
-    jobs = wspt_greedy(instance)
+def _exact(instance: Instance, jobs: list[JobDecision] | None = None) -> tuple[float, bool]:
+    """The whole round's model from ``jobs`` (default: the greedy's): its value and
+    whether it was proven."""
+    jobs = wspt_greedy(instance) if jobs is None else jobs
     preset = load_preset(None)
     _, value, proven = exact_round(
         instance,
@@ -119,6 +121,42 @@ def test_a_busy_node_is_in_no_class() -> None:
     nodes = [node(f"a{k}", 4) for k in range(3)]
     busy = round_of(nodes, [job("q0", 2)], [holding("r0", "a2", (0,), 100)])
     assert _hood_pairs(busy) == 1 + 1  # a0 for the class {a0, a1}, and a2 on its own
+
+
+def test_a_node_whose_running_job_uses_nothing_is_not_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A running CPU-only job asking for no CPU or memory uses nothing on b, but its
+    # end at 100 releases b for a planned NVLink job (the release rule), so a and b
+    # are not alike: j2 planned on b at 500 (the quota holds it) is the optimum.
+    nodes = [node("a", 4, nvlink="pairs"), node("b", 4, nvlink="pairs")]
+    nodes.append(node("c", 4, gpu_type=H100.name))
+    running = [RunningJob("c0", (), 100, node="b", tenant="t")]
+    queue = [
+        job("j1", 2, 1000, gpu_types=(H100.name,), weight=10, tenant="t"),
+        job("j2", 2, 1000, gpu_types=(A100.name,), weight=1, tenant="t"),
+    ]
+    instance = round_of(nodes, queue, running, quotas={"t": 2}, aging_per_hour=0)
+    worse = [  # valid, and far from the optimum: j2 deferred
+        JobDecision("j1", Action.START, gpu_ids=("c/0", "c/1"), start_s=0, end_s=500),
+        JobDecision("j2", Action.DEFERRED, reason="a start later"),
+        JobDecision("c0", Action.KEEP),
+    ]
+    assert check(instance, assemble(instance, "worse", worse, Status.FEASIBLE, 0, 0)) == []
+    found = _exact(instance, worse)
+    with monkeypatch.context() as patch:
+        patch.setattr(neighbourhood, "_interchangeable", lambda *a: Interchangeable([], []))
+        assert found == _exact(instance, worse) == (6500.0, True)
+
+
+def test_the_estimate_counts_every_size_a_gang_could_take() -> None:
+    # The 16-GPU gang fits two busy 8-GPU nodes later or four idle 4-GPU ones now:
+    # the model keeps to its incumbent's size, which the estimate cannot know.
+    nodes = [node("big0", 8), node("big1", 8), *(node(f"s{k}", 4) for k in range(6))]
+    running = [holding(f"r{k}", f"big{k}", range(8), 50_000) for k in range(2)]
+    instance = round_of(nodes, [job("q0", 16, topology="nvlink")], running)
+    assert _hood_pairs(instance) == 4
+    assert whole_pairs(instance) == (1, 8)
 
 
 @pytest.mark.parametrize("family", ["hetero", "mixed", "dgx1", "fragmented"])

@@ -23,6 +23,7 @@ hint). The reduced model's optimum is therefore the whole round's.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,12 +40,14 @@ from whale_opt.topology import NodeTopology, node_topologies
 @dataclass(frozen=True)
 class Shape:
     """What the symmetry needs of one freed job: the nodes it may use (for its mode),
-    the most of them it takes in one class, and whether it cares which rack
-    a node is in."""
+    the most of them it takes in one class, whether it cares which rack a
+    node is in, and whether those nodes are all its choices
+    (:func:`~whale_opt.cpsat.candidates.job_mode`)."""
 
     eligible: tuple[int, ...]
     most: int
     racks: bool
+    complete: bool = True
 
 
 @dataclass
@@ -75,15 +78,20 @@ class Interchangeable:
         order of the lowest rank among their jobs: the same decision up to
         interchangeable nodes, within every job's offered prefix."""
         rename: dict[int, int] = {}
+        nodes_of = {}
+        for position, item in incumbent.items():
+            placement = to_placement(instance, position, item)
+            if placement is not None:
+                nodes_of[position] = placement.nodes
         for members, limit in zip(self.classes, self.limit, strict=True):
             rank = {p: k for k, p in enumerate(limit)}  # limits are listed in rank order
+            inside = set(members)
             lowest: dict[int, int] = {}
-            for position, item in incumbent.items():
-                placement = to_placement(instance, position, item)
-                if placement is None or position not in rank:
+            for position, nodes in nodes_of.items():
+                if position not in rank:
                     continue
-                for n in placement.nodes:
-                    if n in members:
+                for n in nodes:
+                    if n in inside:
                         lowest[n] = min(lowest.get(n, len(rank)), rank[position])
             used = sorted(lowest, key=lambda n: (lowest[n], n))
             order = used + [n for n in members if n not in lowest]
@@ -115,7 +123,7 @@ def job_shapes(
         key = (types, job.gpu_count, job.topology, job.shares, job.cpu_only, nvlink)
         if placement is not None or key not in alike:
             found = job_mode(instance, topologies, nodes, position, placement)
-            shape = None if found is None else _shape(instance, topologies, position, *found[:2])
+            shape = None if found is None else _shape(instance, topologies, position, *found)
             if placement is not None:
                 if shape is not None:
                     shapes[position] = shape
@@ -132,6 +140,7 @@ def _shape(
     position: int,
     mode: Mode,
     nodes: tuple[int, ...],
+    complete: bool,
 ) -> Shape:
     job = instance.queue[position]
     if mode is Mode.SINGLE:
@@ -143,7 +152,7 @@ def _shape(
     racks = mode is Mode.GANG or (
         mode is Mode.SPREAD and (job.topology == "rack" or prices_nvlink(instance, position))
     )
-    return Shape(nodes, most, racks)
+    return Shape(nodes, most, racks, complete)
 
 
 def interchangeable(
@@ -189,10 +198,12 @@ def interchangeable(
 
 
 def whole_pairs(instance: Instance) -> tuple[int, int]:
-    """How many queued jobs a whole round's model would hold and how many (job, node)
-    choices it would offer them, known before its timeline: the nodes no
-    running job uses stand for the idle ones (victims run somewhere, so the
-    model finds at most as many)."""
+    """How many queued jobs a whole round's model would hold and at most how many
+    (job, node) choices it would offer them, known before its timeline: the
+    nodes no running job uses stand for the idle ones (victims run somewhere,
+    so the model finds at most as many). A gang that whole nodes of several
+    sizes could hold counts every eligible node: the model takes its
+    incumbent's size, unknown here."""
     topologies = node_topologies(instance)
     eligibility = Eligibility(instance, topologies)
     used = {instance.parse_gpu(gpu).node for job in instance.running for gpu in job.gpu_ids}
@@ -204,16 +215,22 @@ def whole_pairs(instance: Instance) -> tuple[int, int]:
         dict.fromkeys(range(len(instance.queue))),
     )
     symmetry = interchangeable(instance, shapes, lambda n: n not in used)
-    pairs = sum(
-        len(symmetry.offered(position, shape.eligible)) for position, shape in shapes.items()
-    )
+    pairs = 0
+    for position, shape in shapes.items():
+        if not shape.complete:
+            pairs += len(eligibility.eligible(position))
+        else:
+            pairs += len(symmetry.offered(position, shape.eligible))
     return len(shapes), pairs
 
 
 def idle(timeline: ClusterState, n: int) -> bool:
-    """Nothing on node ``n`` over the whole timeline, no share on its GPUs."""
+    """Nothing on node ``n`` over the whole timeline, no share on its GPUs, and no job
+    there to end (a running CPU-only job that asks for no CPU or memory uses nothing,
+    but its end releases the node for a planned NVLink job: the release rule)."""
     return (
-        timeline.free_count(n) == timeline.healthy_count(n)
+        math.isinf(timeline.first_end_at(n))
+        and timeline.free_count(n) == timeline.healthy_count(n)
         and not any(timeline.gpu_profile(n).levels)
         and not any(timeline.cpu_profile(n).levels)
         and not any(timeline.mem_profile(n).levels)
