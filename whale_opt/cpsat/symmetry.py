@@ -1,7 +1,7 @@
 """Interchangeable nodes in a whole round's model, and the choices they make redundant.
 
-Two nodes nothing uses (no running job, no share, nothing on the timeline),
-alike in every field a placement's validity or price reads (GPU type and
+Two nodes nothing uses (no running job, no share, nothing on the timeline,
+no job there to end), alike in every field a placement's validity or price reads (GPU type and
 count, NVLink layout, CPU, host memory, zone, failed GPUs, draining, and the
 rack when some job of the round keeps to one rack or prices racks), are
 interchangeable: swapping them in a decision gives one just as valid, of the
@@ -17,7 +17,7 @@ most[r]`` nodes. Any decision maps onto one that keeps to those prefixes: sort
 the class nodes it uses by the lowest rank among their jobs, and move them, in
 that order, to the front of the class; a node holding the rank-``r`` job has at
 most ``most[0] + ... + most[r]`` nodes before it (each holds some job of rank
-at most ``r``). :func:`canonical` is that map, for the incumbent (the model's
+at most ``r``). :meth:`Interchangeable.canonical` is that map, for the incumbent (the model's
 hint). The reduced model's optimum is therefore the whole round's.
 """
 
