@@ -12,7 +12,11 @@ jobs or more, samples ``--rounds`` of them evenly, and list-schedules each in
 wspt's order with each placement preference (``end``: wspt's; ``frag-aware``:
 the earliest start, then the least NVLink fragmentation; ``best-fit``: the
 earliest start, then the fewest GPUs left free), comparing the rounds'
-objectives. Run ``python bench/round_vs_replay.py``; it writes
+objectives. It also measures how far each wide job's actual start came after
+its first planned one, and, as an experiment, replays wspt with its placement
+key charging a price for each GPU-second of one type (``--priced-type``,
+``--prices``): what a round objective that priced the scarce type would let a
+rolling plan do. Run ``python bench/round_vs_replay.py``; it writes
 ``bench/ROUND_VS_REPLAY.md``.
 """
 
@@ -23,9 +27,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 from whale_opt.decision import Decision, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
+from whale_opt.placement.records import Placement
+from whale_opt.placement.search import Occupancy, PlacementSearch
 from whale_opt.placement.serial import list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
@@ -56,6 +64,39 @@ class FirstPlans:
         return decision
 
 
+def priced_replay(
+    trace: tuple[TraceJob, ...], cluster: Instance, gpu_type: str, price: float, batch: int
+) -> float:
+    """wspt's replay (weighted JCT, seconds) with its placement rule, the earliest
+    end, charged ``price`` weighted seconds for each GPU-second a placement takes
+    on ``gpu_type`` (divided by the job's weight, as the objective weighs its
+    end). An experiment on the placement key, patched in: no policy has it."""
+    asked: list[int] = [0]  # the job whose placements are being compared
+    best, key = PlacementSearch._best, PlacementSearch._key
+
+    def noting(self: PlacementSearch, state: Occupancy, position: int, *rest: Any) -> Any:
+        asked[0] = position
+        return best(self, state, position, *rest)
+
+    def priced(
+        self: PlacementSearch, state: Occupancy, placement: Placement, by_start: bool
+    ) -> tuple[float, ...]:
+        plain = key(self, state, placement, by_start)
+        if by_start or self.prefer != "end" or not self.priced or placement.gpu_type != gpu_type:
+            return plain
+        weight = max(state.instance.weights[asked[0]], 1e-9)
+        extra = price * sum(placement.counts) * (placement.end - placement.start) / weight
+        return (plain[0] + extra, *plain[1:])
+
+    config = SimConfig(round_period_s=None, round_batch_s=batch, seed=0, check_decisions=True)
+    with (
+        patch.object(PlacementSearch, "_best", noting),
+        patch.object(PlacementSearch, "_key", priced),
+    ):
+        result = simulate(trace, cluster, config, policy=WsptPolicy())
+    return float(result.summary["weighted_jct_s"])
+
+
 def slips(trace: tuple[TraceJob, ...], cluster: Instance, wide: set[str], batch: int) -> list[str]:
     """How far each wide job's actual start came after its first planned one, over
     wspt's replay."""
@@ -80,6 +121,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=60, help="event-round batch seconds")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--priced-type", default="P40-24G", help="the type the experiment prices")
+    parser.add_argument("--prices", default="0,0.1,0.25,1,5", help="experiment prices; '': skip")
     parser.add_argument("--out", type=Path, default=HERE / "ROUND_VS_REPLAY.md")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -129,6 +172,18 @@ def main() -> None:
             f"{sum(c > 1e-9 for c in changes)}"
         )
     lines += ["", *slips(trace, cluster, wide, args.batch)]
+    if args.prices:
+        lines += [
+            "",
+            f"wspt's replay with its placement key charging each {args.priced_type} GPU-second"
+            " (weighted seconds; 0: wspt itself):",
+            "",
+            "| price | weighted JCT h |",
+            "|---|---|",
+        ]
+        for price in (float(p) for p in args.prices.split(",")):
+            jct = priced_replay(trace, cluster, args.priced_type, price, args.batch)
+            lines.append(f"| {price:g} | {jct / 3600:.2f} |")
     lines += ["", f"Took {time.perf_counter() - started:.0f} s.", ""]
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
