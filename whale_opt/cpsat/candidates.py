@@ -232,7 +232,15 @@ def free_job(
         kept = allowed if offered is None else allowed & offered
     else:
         kept = _near_nodes(
-            instance, timeline, position, incumbent, extra_nodes, mode, eligible, nodes_per_job
+            instance,
+            timeline,
+            position,
+            incumbent,
+            extra_nodes,
+            mode,
+            shaped,
+            eligible,
+            nodes_per_job,
         )
     nodes = sorted(kept)
     if not nodes:
@@ -276,17 +284,17 @@ def _near_nodes(
     incumbent: Placement | None,
     extra_nodes: tuple[int, ...],
     mode: Mode,
+    shaped: bool,
     eligible: tuple[int, ...],
     nodes_per_job: int,
 ) -> set[int]:
     """A neighbourhood's few nodes for a freed job: its incumbent's, the
     ``extra_nodes`` (of running jobs it may displace), the ``nodes_per_job``
     where it ends first alone and, for multi-node modes, the best placement's
-    and whole racks of them."""
+    and whole racks of them (``shaped``: a spread job that prices NVLink)."""
     job = instance.queue[position]
     allowed = set(eligible)
     kept = {n for n in (*(incumbent.nodes if incumbent else ()), *extra_nodes) if n in allowed}
-    shaped = mode is Mode.SPREAD and prices_nvlink(instance, position)
     if mode is Mode.SINGLE or shaped:
         # SPREAD jobs that price NVLink: the best nodes for the whole job on one node.
         one_node = [n for n in eligible if timeline.healthy_count(n) >= job.gpu_count]

@@ -21,7 +21,7 @@ from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, Victim, free_job
 from whale_opt.cpsat.symmetry import Interchangeable, idle, interchangeable, job_shapes
 from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
 from whale_opt.decision import JobDecision
-from whale_opt.placement.records import to_placement
+from whale_opt.placement.records import Placement, to_placement
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance, class_rank
 from whale_opt.rules import waits_for_release
@@ -175,8 +175,9 @@ def make_neighbourhood(
             needs_release.append((node, placement.start))
     symmetry = None
     if whole:
-        symmetry = _interchangeable(instance, timeline, incumbent, free, victims)
-        incumbent = symmetry.canonical(instance, incumbent)
+        placements = {p: to_placement(instance, p, incumbent[p]) for p in free}
+        symmetry = _interchangeable(instance, timeline, placements, victims)
+        incumbent = symmetry.canonical(instance, incumbent, placements)
     jobs: list[FreeJob] = []
     for position in sorted(free):
         extra = tuple(n for v in victims if position in v.displacers for n in v.gpus)
@@ -205,12 +206,11 @@ def make_neighbourhood(
 def _interchangeable(
     instance: Instance,
     timeline: ClusterState,
-    incumbent: dict[int, JobDecision],
-    free: set[int],
+    placements: dict[int, Placement | None],
     victims: list[Victim],
 ) -> Interchangeable:
-    """The interchangeable idle nodes of a whole round (:mod:`whale_opt.cpsat.symmetry`)."""
-    placements = {p: to_placement(instance, p, incumbent[p]) for p in free}
+    """The interchangeable idle nodes of a whole round (:mod:`whale_opt.cpsat.symmetry`),
+    its freed jobs' incumbent ``placements`` by queue position."""
     shapes = job_shapes(instance, timeline.topologies, timeline.eligible, placements)
     busy = {n for victim in victims for n in victim.gpus}
     return interchangeable(instance, shapes, lambda n: n not in busy and idle(timeline, n))

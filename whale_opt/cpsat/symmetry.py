@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from whale_opt.cpsat.candidates import Mode, job_mode, prices_nvlink
 from whale_opt.decision import Action, JobDecision
 from whale_opt.placement.eligibility import Eligibility
-from whale_opt.placement.records import Placement, to_placement
+from whale_opt.placement.records import Placement
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.topology import NodeTopology, node_topologies
@@ -72,17 +72,17 @@ class Interchangeable:
         return {n for n in eligible if n not in dropped}
 
     def canonical(
-        self, instance: Instance, incumbent: dict[int, JobDecision]
+        self,
+        instance: Instance,
+        incumbent: dict[int, JobDecision],
+        placements: dict[int, Placement | None],
     ) -> dict[int, JobDecision]:
-        """``incumbent`` with each class's used nodes moved to the class's front, in the
-        order of the lowest rank among their jobs: the same decision up to
-        interchangeable nodes, within every job's offered prefix."""
+        """``incumbent`` (its jobs' ``placements`` by queue position) with each class's
+        used nodes moved to the class's front, in the order of the lowest rank
+        among their jobs: the same decision up to interchangeable nodes, within
+        every job's offered prefix."""
         rename: dict[int, int] = {}
-        nodes_of = {}
-        for position, item in incumbent.items():
-            placement = to_placement(instance, position, item)
-            if placement is not None:
-                nodes_of[position] = placement.nodes
+        nodes_of = {p: at.nodes for p, at in placements.items() if at is not None}
         for members, limit in zip(self.classes, self.limit, strict=True):
             rank = {p: k for k, p in enumerate(limit)}  # limits are listed in rank order
             inside = set(members)
