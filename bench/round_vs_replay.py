@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import pandas as pd
+
 from whale_opt.decision import Decision, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.placement.records import Placement
@@ -65,7 +67,7 @@ class FirstPlans:
 
 
 def priced_replay(
-    trace: tuple[TraceJob, ...], cluster: Instance, gpu_type: str, price: float, batch: int
+    trace: tuple[TraceJob, ...], cluster: Instance, config: SimConfig, gpu_type: str, price: float
 ) -> float:
     """wspt's replay (weighted JCT, seconds) with its placement rule, the earliest
     end, charged ``price`` weighted seconds for each GPU-second a placement takes
@@ -88,7 +90,6 @@ def priced_replay(
         extra = price * sum(placement.counts) * (placement.end - placement.start) / weight
         return (plain[0] + extra, *plain[1:])
 
-    config = SimConfig(round_period_s=None, round_batch_s=batch, seed=0, check_decisions=True)
     with (
         patch.object(PlacementSearch, "_best", noting),
         patch.object(PlacementSearch, "_key", priced),
@@ -97,12 +98,9 @@ def priced_replay(
     return float(result.summary["weighted_jct_s"])
 
 
-def slips(trace: tuple[TraceJob, ...], cluster: Instance, wide: set[str], batch: int) -> list[str]:
-    """How far each wide job's actual start came after its first planned one, over
-    wspt's replay."""
-    spy = FirstPlans(wide)
-    config = SimConfig(round_period_s=None, round_batch_s=batch, seed=0)
-    started = simulate(trace, cluster, config, policy=spy).jobs.set_index("id")["first_start_s"]
+def slips(spy: FirstPlans, started: pd.Series) -> list[str]:
+    """How far each wide job's actual start (``started``: first start by job id) came
+    after the first one ``spy``'s rounds planned."""
     hours = sorted((started[job] - at) / 3600 for job, at in spy.first.items())
     return [
         f"Over wspt's replay, the {len(hours)} wide jobs' actual starts against the start"
@@ -127,9 +125,13 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     trace, cluster, wide, setup = philly_sample(args)
-    keep = KeepRounds(WsptPolicy(), least=2)
-    config = SimConfig(round_period_s=None, round_batch_s=args.batch, seed=args.seed)
-    simulate(trace, cluster, config, policy=keep)
+    # One wspt replay gives both the rounds to sample and the wide jobs' first plans.
+    spy = FirstPlans(wide)
+    keep = KeepRounds(spy, least=2)
+    config = SimConfig(
+        round_period_s=None, round_batch_s=args.batch, seed=args.seed, check_decisions=True
+    )
+    replayed = simulate(trace, cluster, config, policy=keep)
     step = max(1, len(keep.rounds) // args.rounds)
     chosen = keep.rounds[::step][: args.rounds]
     rows = [
@@ -171,7 +173,7 @@ def main() -> None:
             f"{sum(c < -1e-9 for c in changes)} of {len(changes)} rounds, higher in "
             f"{sum(c > 1e-9 for c in changes)}"
         )
-    lines += ["", *slips(trace, cluster, wide, args.batch)]
+    lines += ["", *slips(spy, replayed.jobs.set_index("id")["first_start_s"])]
     if args.prices:
         lines += [
             "",
@@ -182,7 +184,7 @@ def main() -> None:
             "|---|---|",
         ]
         for price in (float(p) for p in args.prices.split(",")):
-            jct = priced_replay(trace, cluster, args.priced_type, price, args.batch)
+            jct = priced_replay(trace, cluster, config, args.priced_type, price)
             lines.append(f"| {price:g} | {jct / 3600:.2f} |")
     lines += ["", f"Took {time.perf_counter() - started:.0f} s.", ""]
     args.out.write_text("\n".join(lines), encoding="utf-8")
