@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.cpsat.builders import A100, H100, holding, job, node, round_of
+from .builders import A100, H100, holding, job, node, round_of
 from whale_opt.check import check
 from whale_opt.cpsat import neighbourhood
 from whale_opt.cpsat.lns import LnsStats, exact_round, whole_neighbourhood
