@@ -7,6 +7,9 @@ checker price a decision the same way (FORMAT.md, decision@1):
               + sum over soft preferences a placement drops of
                 weight x its price (policy.zone_penalty_s, gpu_type_penalty_s,
                 nvlink_penalty_s; see :mod:`whale_opt.preferences`)
+              + sum over placed queued jobs of GPUs x duration x the
+                price of a GPU-second on their type (policy.gpu_second_prices;
+                none by default)
               + sum over preempted running jobs of
                 weight x (work since its last checkpoint + checkpoint_s)
 
@@ -196,9 +199,17 @@ def dropped_preferences(instance: Instance, position: int, item: JobDecision) ->
 
 
 def placement_penalty(instance: Instance, position: int, item: JobDecision) -> float:
-    """Soft-preference penalty of queued job ``position`` placed as ``item`` says."""
+    """Soft-preference penalty of queued job ``position`` placed as ``item`` says,
+    plus the price of its GPU-seconds on their type (:meth:`Instance.usage_price`)."""
     names = dropped_preferences(instance, position, item)
-    return preferences.price(instance, position, names) if names else 0.0
+    penalty = preferences.price(instance, position, names) if names else 0.0
+    if instance.policy.gpu_second_prices:
+        per_node, _ = placement_of(instance, item, instance.queue[position].gpu_count)
+        if per_node:
+            gpu_type = instance.nodes[next(iter(per_node))].gpu_type
+            if gpu_type in instance.durations[position]:
+                penalty += instance.usage_price(position, gpu_type)
+    return penalty
 
 
 def preemption_cost(instance: Instance, running_position: int) -> float:

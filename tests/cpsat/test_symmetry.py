@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from .builders import A100, H100, holding, job, node, round_of
 from whale_opt.check import check
 from whale_opt.cpsat import neighbourhood
 from whale_opt.cpsat.lns import LnsStats, exact_round, whole_neighbourhood
@@ -27,6 +26,8 @@ from whale_opt.placement.records import to_placement
 from whale_opt.placement.serial import assemble
 from whale_opt.problem_data import Instance, RunningJob
 from whale_opt.solve import wspt_greedy
+
+from .builders import A100, H100, holding, job, node, round_of
 
 TOLERANCE = 1e-6
 

@@ -3,13 +3,16 @@
 Per freed job, its effective weight (:attr:`Instance.weights`) times a
 linear expression in seconds: its end (or, deferred, the horizon plus its
 shortest duration) plus the prices of the soft preferences its candidate
-drops (:class:`~whale_opt.cpsat.candidates.Prices`); per victim, its
+drops (:class:`~whale_opt.cpsat.candidates.Prices`), and the GPU-second
+price of the type it runs on (:meth:`Instance.usage_price`); per victim, its
 preemption cost (:func:`whale_opt.decision.preemption_cost`) when preempted.
 Weights are scaled to integers; :meth:`Objective.value` re-prices a solution
 with the exact weights, which is what the decoded decision must cost.
 """
 
 from __future__ import annotations
+
+import math
 
 from ortools.sat.python import cp_model
 
@@ -33,6 +36,7 @@ class Objective:
         self.hood = hood
         self.vars = variables
         self.seconds: list[cp_model.LinearExprT] = []
+        self.usage: list[tuple[float, cp_model.IntVar]] = []  # (GPU-second price, on its type)
 
     def add_objective(self) -> None:
         """Minimise the freed jobs' and victims' share of the decision@1 objective."""
@@ -42,6 +46,13 @@ class Objective:
             seconds = self._job_seconds(item, v)
             self.seconds.append(seconds)
             terms.append(scaled(instance.weights[item.position]) * seconds)
+            for gpu_type, lit in v.on_type.items():
+                price = instance.usage_price(item.position, gpu_type)
+                if price:
+                    self.usage.append((price, lit))
+                    # Rounded down, so the model never prices above the exact
+                    # objective and its bound stays one.
+                    terms.append(math.floor(price * WEIGHT_SCALE) * lit)
         for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
             job = instance.running[victim.position]
             lost = job.lost_on_preempt_s + job.checkpoint_s
@@ -84,6 +95,7 @@ class Objective:
         total = 0.0
         for item, seconds in zip(self.hood.jobs, self.seconds, strict=True):
             total += instance.weights[item.position] * solver.value(seconds)
+        total += sum(price for price, lit in self.usage if solver.boolean_value(lit))
         for victim, w in zip(self.hood.victims, self.vars.victims, strict=True):
             if not solver.boolean_value(w.kept):
                 total += preemption_cost(instance, victim.position)

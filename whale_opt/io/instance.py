@@ -215,8 +215,14 @@ def instance_to_dict(instance: Instance, options: SolveOptions | None = None) ->
             **{
                 key: value
                 for key, value in dataclasses.asdict(instance.policy).items()
-                if value is not None or key == "max_wait_s"  # null: no ceiling
+                if (value is not None or key == "max_wait_s")  # null: no ceiling
+                and key != "gpu_second_prices"
             },
+            **(
+                {"gpu_second_prices": dict(instance.policy.gpu_second_prices)}
+                if instance.policy.gpu_second_prices
+                else {}
+            ),
             **settings,
         },
     }

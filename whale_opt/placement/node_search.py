@@ -129,15 +129,17 @@ class NodeSearch:
         return topology.clique or not linked
 
     def _price(self, position: int, node: int) -> float:
-        """The soft-preference price of job ``position`` on ``node``."""
+        """The soft-preference and GPU-second price of job ``position`` on ``node``."""
         key = (position, node)
         price = self._prices.get(key)
         if price is None:
-            gpus = self.instance.queue[position].gpu_count
-            names = preferences.dropped(self.instance, position, {node: gpus})
-            price = self._prices[key] = (
-                preferences.price(self.instance, position, names) if names else 0.0
+            instance = self.instance
+            names = preferences.dropped(
+                instance, position, {node: instance.queue[position].gpu_count}
             )
+            price = self._prices[key] = (
+                preferences.price(instance, position, names) if names else 0.0
+            ) + instance.usage_price(position, instance.nodes[node].gpu_type)
         return price
 
     def node_cost(

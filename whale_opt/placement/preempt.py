@@ -271,7 +271,8 @@ def _single(
     duration: int,
 ) -> tuple[Placement, float] | None:
     """The job's GPUs on ``node`` out of ``pool``, touching every victim's ``parts``,
-    with the penalty of the preferences the placement drops; None if none fit."""
+    with the penalty of the preferences the placement drops and its GPU-second
+    price; None if none fit."""
     job = instance.queue[position]
     shapes = [needs_nvlink(job)]
     if not shapes[0] and job.prefer_nvlink and job.gpu_count > 1:
@@ -282,6 +283,7 @@ def _single(
             continue
         names = preferences.dropped(instance, position, {node: job.gpu_count}, {node: mask})
         penalty = preferences.price(instance, position, names)
+        penalty += instance.usage_price(position, topo.node.gpu_type)
         placement = Placement(0, duration, topo.node.gpu_type, (node,), (job.gpu_count,), (mask,))
         return placement, penalty
     return None
@@ -353,5 +355,6 @@ def _gang(
     per_node = dict(zip(picked, counts, strict=True))
     names = preferences.dropped(instance, position, per_node, dict(zip(picked, masks, strict=True)))
     penalty = preferences.price(instance, position, names)
+    penalty += instance.usage_price(position, topo0.node.gpu_type)
     placement = Placement(0, duration, topo0.node.gpu_type, picked, counts, masks)
     return placement, penalty, gone

@@ -7,7 +7,9 @@ plus the penalty of the preferences it drops, in seconds, is least. The
 search (:meth:`whale_opt.placement.search.PlacementSearch.best_placement`)
 tries the best placement that honours each combination of them (:func:`tries`)
 and the best unrestricted one, and prices each (:func:`penalty_s`). Only jobs
-that have such a preference pay for the extra searches.
+that have such a preference pay for the extra searches. A type's GPU-second
+price (:attr:`~whale_opt.problem_data.Policy.gpu_second_prices`) is added to
+every placement's first criterion on that type (:func:`usage_s`).
 """
 
 from __future__ import annotations
@@ -77,9 +79,17 @@ def _zones_and_types(instance: Instance) -> tuple[Groups, Groups]:
 
 
 def penalty_s(instance: Instance, position: int, placement: Placement) -> float:
-    """What ``placement`` of job ``position`` costs in dropped preferences, in
-    seconds of the job's (weighted) end."""
+    """What ``placement`` of job ``position`` costs in dropped preferences and
+    its type's GPU-second price, in seconds of the job's (weighted) end."""
     per_node = dict(zip(placement.nodes, placement.counts, strict=True))
     masks = dict(zip(placement.nodes, placement.masks, strict=True)) if placement.masks else None
     names = preferences.dropped(instance, position, per_node, masks)
-    return preferences.price(instance, position, names) / instance.weights[position]
+    price = preferences.price(instance, position, names) if names else 0.0
+    return (price + instance.usage_price(position, placement.gpu_type)) / instance.weights[position]
+
+
+def usage_s(instance: Instance, position: int, gpu_type: str) -> float:
+    """The GPU-second price of job ``position`` on ``gpu_type``, in seconds of its
+    (weighted) end: what a placement there adds to its key."""
+    price = instance.usage_price(position, gpu_type)
+    return price / instance.weights[position] if price else 0.0

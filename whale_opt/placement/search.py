@@ -16,11 +16,12 @@ only jobs that have one pay for the extra searches.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from whale_opt.placement import fitting, sharing
 from whale_opt.placement.occupancy import NodeGroup, Occupancy
-from whale_opt.placement.pricing import penalty_s, priced_preferences, tries
+from whale_opt.placement.pricing import penalty_s, priced_preferences, tries, usage_s
 from whale_opt.placement.records import Placement
 from whale_opt.problem_data import QueuedJob
 from whale_opt.topology import popcount, single_node
@@ -130,18 +131,21 @@ class PlacementSearch:
         shaped = None if job is instance.queue[position] else job
         groups = state.node_groups(position, shaped, gpu_type, within)
         # Fastest types first, so their ends prune the search on slower ones.
+        priced = self.priced and not by_start and bool(instance.policy.gpu_second_prices)
         for group in sorted(groups, key=lambda g: instance.durations[position][g.gpu_type]):
             duration = instance.durations[position][group.gpu_type]
+            usage = usage_s(instance, position, group.gpu_type) if priced else 0.0
             latest = horizon
             if best is not None:
                 # Nothing starting later than this can beat the best key found.
-                latest = min(
-                    horizon, int(best[0]) - (0 if by_start or self.prefer != "end" else duration)
-                )
+                ahead = usage + (0 if by_start or self.prefer != "end" else duration)
+                latest = min(horizon, math.floor(best[0] - ahead))
             if latest < 0:
                 continue
             for placement in self._type_placements(state, job, duration, group, latest):
                 key = self._key(state, placement, by_start)
+                if usage:
+                    key = (key[0] + usage, *key[1:])
                 if best is None or key < best:
                     best, chosen = key, placement
         return chosen

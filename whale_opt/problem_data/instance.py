@@ -162,6 +162,13 @@ class Instance:
                     node.gpu_type,
                     "is not in gpu_types",
                 )
+        for name, _ in self.policy.gpu_second_prices:
+            _require(
+                name in self.gpu_types,
+                f"policy.gpu_second_prices.{name}",
+                name,
+                "is not in gpu_types",
+            )
         object.__setattr__(self, "node_index", node_index)
         object.__setattr__(self, "node_types", types)
         self._attach_gpus()
@@ -409,6 +416,15 @@ class Instance:
         if shortest is None:
             return None
         return max(self.queue[position].gpu_amount, 1 / MILLI) * shortest
+
+    def usage_price(self, position: int, gpu_type: str) -> float:
+        """What queued job ``position`` pays for its GPU-seconds on ``gpu_type``
+        (:attr:`Policy.gpu_second_prices`; a share pays its fraction), in weighted
+        seconds; 0 on an unpriced type."""
+        price = self.policy.gpu_second_price(gpu_type)
+        if not price:
+            return 0.0
+        return price * self.queue[position].gpu_amount * self.durations[position][gpu_type]
 
     def deferred_cost_end(self, position: int) -> int:
         """The end time a deferred job is priced at: horizon + its shortest duration

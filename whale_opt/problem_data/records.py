@@ -430,6 +430,13 @@ class Policy:
     that has waited longer is overdue and goes ahead of every job that is
     not (:attr:`Instance.overdue`). Aging and the ceiling are on by default
     (0.05 per hour, 24 h): the README's "Wait ceiling and aging" says why.
+
+    ``gpu_second_prices`` charges each GPU-second a placement takes on a GPU
+    type, in weighted seconds (a price of 1: a GPU-hour there costs what an
+    hour's delay of a weight-1 job costs; unpriced types cost nothing). It
+    is what keeps a scarce type for the work that needs it: a round sees only
+    the queue it has, not the arrivals that will want the type while a job
+    holds it. Given as a mapping; held as sorted (type, price) pairs.
     """
 
     horizon_s: int = DEFAULT_HORIZON_S
@@ -441,8 +448,26 @@ class Policy:
     min_run_s: int = 0
     max_preemptions: int | None = None
     max_wait_s: int | None = DEFAULT_MAX_WAIT_S
+    gpu_second_prices: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
+        prices = self.gpu_second_prices
+        _require(
+            isinstance(prices, Mapping | tuple | list),
+            "gpu_second_prices",
+            prices,
+            "must map GPU types to prices",
+        )
+        items = list(prices.items() if isinstance(prices, Mapping) else prices)
+        for item in items:
+            _require(
+                isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], str),
+                "gpu_second_prices",
+                prices,
+                "must map GPU types to prices",
+            )
+            _nonneg(f"gpu_second_prices.{item[0]}", item[1])
+        object.__setattr__(self, "gpu_second_prices", tuple(sorted(map(tuple, items))))
         _require(
             isinstance(self.horizon_s, int) and self.horizon_s >= 1,
             "horizon_s",
@@ -454,6 +479,13 @@ class Policy:
         _nonneg("aging_per_hour", self.aging_per_hour)
         _integer("max_preemptions", self.max_preemptions, 0, optional=True)
         _max_wait("max_wait_s", self.max_wait_s)
+
+    def gpu_second_price(self, gpu_type: str) -> float:
+        """The price of one GPU-second on ``gpu_type`` (0: unpriced)."""
+        for name, value in self.gpu_second_prices:
+            if name == gpu_type:
+                return float(value)
+        return 0.0
 
 
 @dataclass(frozen=True)

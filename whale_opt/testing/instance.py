@@ -24,6 +24,7 @@ TENANT_NAMES = ("nlp", "cv", "rl")
 AGING_RATES = (0.5, 0.1, 2.0, 24.0)
 MIN_RUNS_S = (0, 600, 3600, 50_000)
 PENALTIES_S = (3600, 0, 600)
+GPU_SECOND_PRICES = (0.5, 5.0)
 
 
 def _feature(draw: st.DrawFn, forced: bool | None, one_in: int) -> bool:
@@ -96,7 +97,8 @@ def instances(
         Soft preferences beyond the zone: about half the queued jobs (with
         ``True``, the first one always) prefer GPU types, an NVLink-connected
         placement, or both; ``gpu_type_penalty_s`` and ``nvlink_penalty_s``
-        drawn (3600, 0 or 600).
+        drawn (3600, 0 or 600); some GPU types priced per GPU-second
+        (``gpu_second_prices``: 0.5 or 5).
     sharing
         GPU sharing: about half the one-GPU queued jobs ask a share of their
         GPU (``gpu_milli`` 100 to 900), some jobs are CPU-only (``gpus`` 0),
@@ -177,6 +179,11 @@ def instances(
         min_run_s=draw(st.sampled_from(MIN_RUNS_S)) if allow_preemption else 0,
         max_preemptions=(
             draw(st.one_of(st.none(), st.integers(0, 3))) if allow_preemption else None
+        ),
+        gpu_second_prices=tuple(
+            (name, draw(st.sampled_from(GPU_SECOND_PRICES)))
+            for name in sorted(types)
+            if has_preferences and draw(st.booleans())
         ),
     )
     return Instance(

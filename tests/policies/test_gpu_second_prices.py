@@ -1,0 +1,114 @@
+"""A price on a GPU type's GPU-seconds (``policy.gpu_second_prices``): every solver
+weighs it against the job's end, the objective and the checker charge it, and a
+bad price is an input error that names it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from whale_opt.check import check
+from whale_opt.decision import Action, objective
+from whale_opt.io.files import InputError
+from whale_opt.io.instance import instance_from_dict, instance_to_dict
+from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
+from whale_opt.registry import REGISTRY, get_policy
+
+HEURISTICS = sorted(name for name in REGISTRY if name not in ("greedy", "learned"))
+# The fast type runs the job in 1,000 s, the slow one in 2,000 s.
+TYPES = {"fast": GpuType("fast", 80.0, speed=2.0), "slow": GpuType("slow", 80.0)}
+NODES = (Node("f0", "fast", 8, "nvswitch"), Node("s0", "slow", 8, "nvswitch"))
+
+
+def round_of(*queue: QueuedJob, price: float | None = None) -> Instance:
+    prices = {} if price is None else {"fast": price}
+    return Instance(
+        name="prices",
+        gpu_types=TYPES,
+        nodes=NODES,
+        queue=queue,
+        policy=Policy(gpu_second_prices=prices),
+    )
+
+
+def type_of(instance: Instance, name: str, job_id: str = "j") -> str:
+    decision = get_policy(name).decide(instance)
+    assert check(instance, decision) == [], name
+    item = decision.job(job_id)
+    assert item.action is Action.START
+    return instance.nodes[instance.parse_gpu(item.gpu_ids[0]).node].gpu_type
+
+
+# 4 GPUs: on the fast type 1,000 s + price x 4,000 GPU-s; on the slow one 2,000 s.
+# The two cost the same at a price of 0.25.
+@pytest.mark.parametrize("name", HEURISTICS)
+@pytest.mark.parametrize(("price", "expected"), [(None, "fast"), (0.2, "fast"), (0.3, "slow")])
+def test_a_priced_type_is_taken_only_while_its_speed_is_worth_the_price(
+    name: str, price: float | None, expected: str
+) -> None:
+    instance = round_of(QueuedJob("j", 4, 2000), price=price)
+    if getattr(get_policy(name), "prefer", "end") != "end" and price is not None:
+        # Earliest-start rules add the price to the start: any price sends the job
+        # to an unpriced type that starts it as soon (unpriced, both tie and f0 wins).
+        expected = "slow"
+    assert type_of(instance, name) == expected
+
+
+def test_the_objective_charges_the_gpu_seconds_on_the_priced_type() -> None:
+    instance = round_of(QueuedJob("j", 4, 2000, weight=2.0), price=0.2)
+    decision = get_policy("wspt").decide(instance)
+    item = decision.job("j")
+    # weight x end + price x GPUs x seconds on the type (not times the weight).
+    assert objective(instance, decision.jobs) == pytest.approx(2.0 * 1000 + 0.2 * 4 * 1000)
+    assert decision.objective == pytest.approx(objective(instance, decision.jobs))
+    assert item.end_s == 1000
+
+
+def test_a_share_of_a_gpu_pays_its_fraction() -> None:
+    shared = QueuedJob("j", 1, 2000, gpu_milli=250)
+    instance = round_of(shared, price=1.0)
+    decision = get_policy("wspt").decide(instance)
+    # On the fast type: 1,000 s + 1.0 x 0.25 GPU x 1,000 s = 1,250 < 2,000 on the slow one.
+    assert objective(instance, decision.jobs) == pytest.approx(1250.0)
+    assert check(instance, decision) == []
+
+
+def test_cpsat_proves_the_priced_round_and_its_bound_holds() -> None:
+    queue = (QueuedJob("a", 8, 2000), QueuedJob("b", 4, 2000), QueuedJob("c", 4, 600))
+    for price in (0.0, 0.1, 1.0):
+        instance = round_of(*queue, price=price)
+        decision = get_policy("cpsat").decide(instance)
+        assert check(instance, decision) == []
+        assert decision.status == "optimal", price
+        assert decision.bound is not None and decision.bound <= decision.objective + 1e-6
+        wspt = get_policy("wspt").decide(instance)
+        assert decision.objective <= wspt.objective + 1e-6
+
+
+def test_prices_round_trip_through_instance_json_and_none_are_written_by_default() -> None:
+    priced = round_of(QueuedJob("j", 4, 2000), price=0.5)
+    raw = json.loads(json.dumps(instance_to_dict(priced)))
+    assert raw["policy"]["gpu_second_prices"] == {"fast": 0.5}
+    assert instance_from_dict(raw).policy.gpu_second_price("fast") == 0.5
+    plain = instance_to_dict(round_of(QueuedJob("j", 4, 2000)))
+    assert "gpu_second_prices" not in plain["policy"]
+
+
+@pytest.mark.parametrize(
+    ("prices", "path", "value"),
+    [
+        ({"fast": -1}, "policy.gpu_second_prices.fast", -1),
+        ({"fast": "cheap"}, "policy.gpu_second_prices.fast", "cheap"),
+        ({"tpu": 1.0}, "policy.gpu_second_prices.tpu", "tpu"),
+    ],
+)
+def test_a_bad_price_names_its_field_and_value(
+    prices: dict[str, object], path: str, value: object
+) -> None:
+    raw = instance_to_dict(round_of(QueuedJob("j", 4, 2000)))
+    raw["policy"]["gpu_second_prices"] = prices
+    with pytest.raises(InputError) as caught:
+        instance_from_dict(raw, "round.json")
+    assert (caught.value.source, caught.value.path) == ("round.json", path)
+    assert json.dumps(value) in caught.value.message
