@@ -134,8 +134,11 @@ def floor_of(trace: tuple[TraceJob, ...], cluster: Instance, args: argparse.Name
 
 
 def with_policy(cluster: Instance, args: argparse.Namespace) -> Instance:
-    """``cluster`` with ``--max-wait`` and ``--aging`` over its policy's own."""
+    """``cluster`` with ``--max-wait``, ``--aging`` and ``--prices`` over its policy's own."""
     changes: dict[str, Any] = {}
+    if args.prices:
+        pairs = (item.split("=") for item in args.prices.split(","))
+        changes["gpu_second_prices"] = {name: float(price) for name, price in pairs}
     if args.max_wait is not None:
         changes["max_wait_s"] = None if args.max_wait == "none" else int(args.max_wait)
     if args.aging is not None:
@@ -154,7 +157,8 @@ def header(title: str, args: argparse.Namespace, lines: list[str]) -> list[str]:
         f" {platform.python_version()}, OR-Tools {ortools.__version__}; one run",
         f"- event rounds batched {args.batch} s; cpsat {args.cpsat_limit:g} s a round; every"
         " decision checked. Method: the docstring of `bench/load_replays.py`.",
-        f"- the cluster's wait ceiling: {ceiling}; aging {aging} per hour waited",
+        f"- the cluster's wait ceiling: {ceiling}; aging {aging} per hour waited; GPU-second"
+        f" prices: {args.prices or 'none'}",
         *(f"- {line}" for line in lines),
         "",
     ]
@@ -322,6 +326,9 @@ def main() -> None:
         "--max-wait", default=None, help="wait ceiling: seconds or none (default: the cluster's)"
     )
     parser.add_argument("--aging", type=float, default=None, help="default: the cluster's")
+    parser.add_argument(
+        "--prices", default="", help="policy.gpu_second_prices as TYPE=PRICE,... (default: none)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     started = time.perf_counter()
