@@ -13,7 +13,8 @@ checker price a decision the same way (FORMAT.md, decision@1):
               + sum over preempted running jobs of
                 weight x (work since its last checkpoint + checkpoint_s)
 
-where a deferred job ends at ``horizon_s`` + its shortest duration and
+where a deferred job ends at ``horizon_s`` + its shortest duration (and pays
+the GPU-second price of its cheapest type: it runs somewhere in the end) and
 ``weight`` is the effective weight (the job's weight x its priority class's
 factor x aging, :attr:`Instance.weights`). A preempted job is priced by the
 work it loses and its checkpoint/restore time; it goes back to the queue with
@@ -253,7 +254,7 @@ def objective(instance: Instance, jobs: tuple[JobDecision, ...] | list[JobDecisi
         weight = instance.weights[position]
         item = by_id.get(job.id)
         if item is None or item.action is Action.DEFERRED or item.end_s is None:
-            total += weight * instance.deferred_cost_end(position)
+            total += instance.deferred_cost(position)
             continue
         total += weight * item.end_s
         total += placement_penalty(instance, position, item)

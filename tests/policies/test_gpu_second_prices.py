@@ -112,3 +112,23 @@ def test_a_bad_price_names_its_field_and_value(
         instance_from_dict(raw, "round.json")
     assert (caught.value.source, caught.value.path) == ("round.json", path)
     assert json.dumps(value) in caught.value.message
+
+
+def test_deferring_a_job_does_not_dodge_the_price() -> None:
+    # Priced at 1,000 on every type, the job's GPU-seconds cost far more than deferring
+    # it past the horizon would (about 605,000 weighted s): a deferred job still pays
+    # the price of its cheapest type, so every solver starts it.
+    instance = Instance(
+        name="prices",
+        gpu_types=TYPES,
+        nodes=NODES,
+        queue=(QueuedJob("j", 4, 2000),),
+        policy=Policy(gpu_second_prices={"fast": 1000.0, "slow": 1000.0}),
+    )
+    for name in ("wspt", "cpsat"):
+        decision = get_policy(name).decide(instance)
+        assert check(instance, decision) == []
+        assert decision.job("j").action is Action.START, name
+        assert decision.objective == pytest.approx(1000 + 1000.0 * 4 * 1000)
+    deferred = objective(instance, ())
+    assert deferred == pytest.approx(instance.deferred_cost_end(0) + 1000.0 * 4 * 1000)

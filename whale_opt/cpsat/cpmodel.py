@@ -265,8 +265,4 @@ def outside_cost(hood: Neighbourhood) -> float:
     every job left out of a decision so)."""
     instance = hood.instance
     freed = {item.position for item in hood.jobs}
-    return sum(
-        weight * instance.deferred_cost_end(k)
-        for k, weight in enumerate(instance.weights)
-        if k not in freed
-    )
+    return sum(instance.deferred_cost(k) for k in range(len(instance.queue)) if k not in freed)

@@ -46,8 +46,9 @@ class Objective:
             seconds = self._job_seconds(item, v)
             self.seconds.append(seconds)
             terms.append(scaled(instance.weights[item.position]) * seconds)
-            for gpu_type, lit in v.on_type.items():
-                price = instance.usage_price(item.position, gpu_type)
+            usage = [(instance.usage_price(item.position, t), lit) for t, lit in v.on_type.items()]
+            usage.append((instance.deferred_usage(item.position), v.deferred))
+            for price, lit in usage:
                 if price:
                     self.usage.append((price, lit))
                     # Rounded down, so the model never prices above the exact

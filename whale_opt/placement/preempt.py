@@ -202,9 +202,11 @@ def _options(
     """Ways to start job ``position`` now by preempting some of ``victims``, best first."""
     job = instance.queue[position]
     weight = instance.weights[position]
-    end_now = item.end_s if item.end_s is not None else instance.deferred_cost_end(position)
     # What starting now at duration d would gain before victims and preferences.
-    base_gain = weight * end_now + placement_penalty(instance, position, item)
+    if item.end_s is None:
+        base_gain = instance.deferred_cost(position)
+    else:
+        base_gain = weight * item.end_s + placement_penalty(instance, position, item)
     costs, held = victims.costs, victims.masks
     options: list[Option] = []
     gangs: dict[tuple[str, int, str], list[int]] = {}

@@ -426,6 +426,22 @@ class Instance:
             return 0.0
         return price * self.queue[position].gpu_amount * self.durations[position][gpu_type]
 
+    def deferred_usage(self, position: int) -> float:
+        """The GPU-second price a deferred job ``position`` still pays: its least on
+        a type some node has (it runs somewhere in the end; deferring must not be a
+        way around the price)."""
+        if not self.policy.gpu_second_prices:
+            return 0.0
+        here = [t for t in self.durations[position] if t in self.node_types]
+        return min((self.usage_price(position, t) for t in here), default=0.0)
+
+    def deferred_cost(self, position: int) -> float:
+        """What deferring queued job ``position`` costs in the objective: its
+        effective weight x :meth:`deferred_cost_end`, plus :meth:`deferred_usage`."""
+        return self.weights[position] * self.deferred_cost_end(position) + self.deferred_usage(
+            position
+        )
+
     def deferred_cost_end(self, position: int) -> int:
         """The end time a deferred job is priced at: horizon + its shortest duration
         on a GPU type some node has (a type no node has would price deferring
