@@ -13,8 +13,9 @@ checker price a decision the same way (FORMAT.md, decision@1):
               + sum over preempted running jobs of
                 weight x (work since its last checkpoint + checkpoint_s)
 
-where a deferred job ends at ``horizon_s`` + its shortest duration (and pays
-the GPU-second price of its cheapest type: it runs somewhere in the end) and
+where a deferred job ends at ``horizon_s`` + its shortest duration (with
+GPU-second prices: past the horizon on the type where its weighted run plus
+its price is least; it runs somewhere in the end) and
 ``weight`` is the effective weight (the job's weight x its priority class's
 factor x aging, :attr:`Instance.weights`). A preempted job is priced by the
 work it loses and its checkpoint/restore time; it goes back to the queue with

@@ -132,3 +132,14 @@ def test_deferring_a_job_does_not_dodge_the_price() -> None:
         assert decision.objective == pytest.approx(1000 + 1000.0 * 4 * 1000)
     deferred = objective(instance, ())
     assert deferred == pytest.approx(instance.deferred_cost_end(0) + 1000.0 * 4 * 1000)
+
+
+def test_a_long_job_runs_on_the_unpriced_type_rather_than_being_deferred() -> None:
+    # 8 GPUs for 20 days on the slow type (10 on the fast one, priced 1): 8.6e6 s on the
+    # fast type, 1.7e6 s on the slow one. Deferred, it is priced as run past the
+    # horizon on the slow type, so deferring never beats starting it there now (priced
+    # at the horizon + its fast run and no price, it would: 1.5e6 s).
+    instance = round_of(QueuedJob("j", 8, 1_728_000), price=1.0)
+    for name in ("wspt", "cpsat"):
+        assert type_of(instance, name) == "slow", name
+    assert objective(instance, ()) == pytest.approx(604_800 + 1_728_000)
