@@ -36,7 +36,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from whale_opt import preferences
+from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.problem_data import FieldError, Instance
+from whale_opt.topology import eligible_nodes, node_topologies
 
 
 class Action(enum.StrEnum):
@@ -214,6 +216,52 @@ def placement_penalty(instance: Instance, position: int, item: JobDecision) -> f
     return penalty
 
 
+def deferred_cost(instance: Instance, position: int) -> float:
+    """What deferring queued job ``position`` costs in the objective: its effective
+    weight x :meth:`Instance.deferred_cost_end`, plus :func:`deferred_usage`."""
+    base = instance.weights[position] * instance.deferred_cost_end(position)
+    return base + deferred_usage(instance, position)
+
+
+def deferred_usage(instance: Instance, position: int) -> float:
+    """What deferring queued job ``position`` costs beyond its effective weight x
+    :meth:`Instance.deferred_cost_end`, with GPU-second prices (0 without).
+
+    It runs somewhere in the end, so deferred it is priced as run past the
+    horizon on the type, among those of nodes that could ever hold it, where its
+    weighted run plus its price is least: deferring is never a way around the
+    price, nor cheaper than running on that type after the horizon.
+    """
+    if not instance.policy.gpu_second_prices:
+        return 0.0
+    return _DEFERRED_USAGE.get(instance, lambda: _deferred_usages(instance))[position]
+
+
+_DEFERRED_USAGE: IdentityMemo[tuple[float, ...]] = IdentityMemo(MEMO_SIZE)
+
+
+def _deferred_usages(instance: Instance) -> tuple[float, ...]:
+    """:func:`deferred_usage` of every queued job (alike jobs share their types)."""
+    topologies = node_topologies(instance)
+    types_of: dict[tuple[object, ...], frozenset[str]] = {}
+    out: list[float] = []
+    for k, job in enumerate(instance.queue):
+        shape: tuple[object, ...] = (instance.eligible_types[k], job.gpu_count, job.topology)
+        shape += (job.gpu_milli, job.cpu, job.memory_gb)
+        if shape not in types_of:
+            nodes = eligible_nodes(instance, k, topologies)
+            types_of[shape] = frozenset(instance.nodes[n].gpu_type for n in nodes)
+        weight = instance.weights[k]
+        durations = instance.durations[k]
+        runs = [weight * durations[t] + instance.usage_price(k, t) for t in types_of[shape]]
+        if not runs:
+            out.append(0.0)  # it can run nowhere: no price to dodge
+            continue
+        plain = weight * instance.deferred_cost_end(k)
+        out.append(max(0.0, weight * instance.policy.horizon_s + min(runs) - plain))
+    return tuple(out)
+
+
 def preemption_cost(instance: Instance, running_position: int) -> float:
     """The price of preempting running job ``running_position``: its effective
     weight x (work since its last checkpoint + checkpoint/restore time)."""
@@ -255,7 +303,7 @@ def objective(instance: Instance, jobs: tuple[JobDecision, ...] | list[JobDecisi
         weight = instance.weights[position]
         item = by_id.get(job.id)
         if item is None or item.action is Action.DEFERRED or item.end_s is None:
-            total += instance.deferred_cost(position)
+            total += deferred_cost(instance, position)
             continue
         total += weight * item.end_s
         total += placement_penalty(instance, position, item)

@@ -143,3 +143,20 @@ def test_a_long_job_runs_on_the_unpriced_type_rather_than_being_deferred() -> No
     for name in ("wspt", "cpsat"):
         assert type_of(instance, name) == "slow", name
     assert objective(instance, ()) == pytest.approx(604_800 + 1_728_000)
+
+
+def test_a_deferred_job_is_priced_only_on_types_whose_nodes_could_hold_it() -> None:
+    # The slow type's nodes have 2 GPUs: an 8-GPU job that needs one node can never run
+    # there, so deferring it is priced on the fast type, price included, and it starts.
+    nodes = (Node("f0", "fast", 8, "nvswitch"), Node("s0", "slow", 2, "pcie"))
+    instance = Instance(
+        name="prices",
+        gpu_types=TYPES,
+        nodes=nodes,
+        queue=(QueuedJob("j", 8, 1_728_000, topology="node"),),
+        policy=Policy(gpu_second_prices={"fast": 1.0}),
+    )
+    for name in ("wspt", "cpsat"):
+        assert type_of(instance, name) == "fast", name
+    on_fast = 864_000 + 8 * 864_000
+    assert objective(instance, ()) == pytest.approx(604_800 + on_fast)

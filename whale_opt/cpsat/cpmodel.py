@@ -25,7 +25,7 @@ from whale_opt.cpsat.objective import Objective
 from whale_opt.cpsat.presets import Preset
 from whale_opt.cpsat.solution import add_hint, decode
 from whale_opt.cpsat.variables import Variables
-from whale_opt.decision import Action, JobDecision, objective
+from whale_opt.decision import Action, JobDecision, deferred_cost, objective
 from whale_opt.patience import GapWatch, Patience
 
 MIN_BUDGET_S = 0.01  # below this a CP-SAT call is not worth starting
@@ -265,4 +265,4 @@ def outside_cost(hood: Neighbourhood) -> float:
     every job left out of a decision so)."""
     instance = hood.instance
     freed = {item.position for item in hood.jobs}
-    return sum(instance.deferred_cost(k) for k in range(len(instance.queue)) if k not in freed)
+    return sum(deferred_cost(instance, k) for k in range(len(instance.queue)) if k not in freed)

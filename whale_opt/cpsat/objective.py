@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from whale_opt.cpsat.candidates import FreeJob, Mode, Neighbourhood
 from whale_opt.cpsat.variables import JobVars, Variables
-from whale_opt.decision import preemption_cost
+from whale_opt.decision import deferred_usage, preemption_cost
 
 WEIGHT_SCALE = 1000  # weights are floats; the model needs integers
 
@@ -47,7 +47,7 @@ class Objective:
             self.seconds.append(seconds)
             terms.append(scaled(instance.weights[item.position]) * seconds)
             usage = [(instance.usage_price(item.position, t), lit) for t, lit in v.on_type.items()]
-            usage.append((instance.deferred_usage(item.position), v.deferred))
+            usage.append((deferred_usage(instance, item.position), v.deferred))
             for price, lit in usage:
                 if price:
                     self.usage.append((price, lit))

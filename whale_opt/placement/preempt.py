@@ -39,6 +39,7 @@ from whale_opt import preferences
 from whale_opt.decision import (
     Action,
     JobDecision,
+    deferred_cost,
     objective,
     placement_penalty,
     preemption_cost,
@@ -204,7 +205,7 @@ def _options(
     weight = instance.weights[position]
     # What starting now at duration d would gain before victims and preferences.
     if item.end_s is None:
-        base_gain = instance.deferred_cost(position)
+        base_gain = deferred_cost(instance, position)
     else:
         base_gain = weight * item.end_s + placement_penalty(instance, position, item)
     costs, held = victims.costs, victims.masks

@@ -426,30 +426,6 @@ class Instance:
             return 0.0
         return price * self.queue[position].gpu_amount * self.durations[position][gpu_type]
 
-    def deferred_usage(self, position: int) -> float:
-        """What deferring queued job ``position`` costs beyond its effective weight x
-        :meth:`deferred_cost_end`, with GPU-second prices: it runs somewhere in the
-        end, so it is priced past the horizon on the type where its weighted run plus
-        its price is least (0 with no prices). Deferring must never be a way around
-        the price, nor cost less than running on that type after the horizon."""
-        if not self.policy.gpu_second_prices:
-            return 0.0
-        weight = self.weights[position]
-        durations = self.durations[position]
-        here = [t for t in durations if t in self.node_types] or list(durations)
-        if not here:
-            return 0.0
-        least = min(weight * durations[t] + self.usage_price(position, t) for t in here)
-        plain = weight * self.deferred_cost_end(position)
-        return max(0.0, weight * self.policy.horizon_s + least - plain)
-
-    def deferred_cost(self, position: int) -> float:
-        """What deferring queued job ``position`` costs in the objective: its
-        effective weight x :meth:`deferred_cost_end`, plus :meth:`deferred_usage`."""
-        return self.weights[position] * self.deferred_cost_end(position) + self.deferred_usage(
-            position
-        )
-
     def deferred_cost_end(self, position: int) -> int:
         """The end time a deferred job is priced at: horizon + its shortest duration
         on a GPU type some node has (a type no node has would price deferring
