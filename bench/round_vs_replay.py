@@ -13,11 +13,10 @@ wspt's order with each placement preference (``end``: wspt's; ``frag-aware``:
 the earliest start, then the least NVLink fragmentation; ``best-fit``: the
 earliest start, then the fewest GPUs left free), comparing the rounds'
 objectives. It also measures how far each wide job's actual start came after
-its first planned one, and, as an experiment, replays wspt with its placement
-key charging a price for each GPU-second of one type (``--priced-type``,
-``--prices``): what a round objective that priced the scarce type would let a
-rolling plan do. Run ``python bench/round_vs_replay.py``; it writes
-``bench/ROUND_VS_REPLAY.md``.
+its first planned one, and replays wspt with a price on each GPU-second of
+one type (``policy.gpu_second_prices``; ``--priced-type``, ``--prices``):
+what a round objective that prices the scarce type lets a rolling plan do.
+Run ``python bench/round_vs_replay.py``; it writes ``bench/ROUND_VS_REPLAY.md``.
 """
 
 from __future__ import annotations
@@ -26,16 +25,13 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-from unittest.mock import patch
 
 import pandas as pd
 
 from whale_opt.decision import Decision, objective
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
-from whale_opt.placement.records import Placement
-from whale_opt.placement.search import Occupancy, PlacementSearch
 from whale_opt.placement.serial import list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
@@ -69,32 +65,11 @@ class FirstPlans:
 def priced_replay(
     trace: tuple[TraceJob, ...], cluster: Instance, config: SimConfig, gpu_type: str, price: float
 ) -> float:
-    """wspt's replay (weighted JCT, seconds) with its placement rule, the earliest
-    end, charged ``price`` weighted seconds for each GPU-second a placement takes
-    on ``gpu_type`` (divided by the job's weight, as the objective weighs its
-    end). An experiment on the placement key, patched in: no policy has it."""
-    asked: list[int] = [0]  # the job whose placements are being compared
-    best, key = PlacementSearch._best, PlacementSearch._key
-
-    def noting(self: PlacementSearch, state: Occupancy, position: int, *rest: Any) -> Any:
-        asked[0] = position
-        return best(self, state, position, *rest)
-
-    def priced(
-        self: PlacementSearch, state: Occupancy, placement: Placement, by_start: bool
-    ) -> tuple[float, ...]:
-        plain = key(self, state, placement, by_start)
-        if by_start or self.prefer != "end" or not self.priced or placement.gpu_type != gpu_type:
-            return plain
-        weight = max(state.instance.weights[asked[0]], 1e-9)
-        extra = price * sum(placement.counts) * (placement.end - placement.start) / weight
-        return (plain[0] + extra, *plain[1:])
-
-    with (
-        patch.object(PlacementSearch, "_best", noting),
-        patch.object(PlacementSearch, "_key", priced),
-    ):
-        result = simulate(trace, cluster, config, policy=WsptPolicy())
+    """wspt's replay (weighted JCT, seconds) with ``price`` on each GPU-second of
+    ``gpu_type`` in the cluster's policy (``gpu_second_prices``)."""
+    prices = {gpu_type: price} if price else {}
+    priced = cluster.replace(policy=replace(cluster.policy, gpu_second_prices=prices))
+    result = simulate(trace, priced, config, policy=WsptPolicy())
     return float(result.summary["weighted_jct_s"])
 
 
@@ -177,8 +152,8 @@ def main() -> None:
     if args.prices:
         lines += [
             "",
-            f"wspt's replay with its placement key charging each {args.priced_type} GPU-second"
-            " (weighted seconds; 0: wspt itself):",
+            f"wspt's replay with a price on each {args.priced_type} GPU-second"
+            " (`policy.gpu_second_prices`, weighted seconds; 0: wspt itself):",
             "",
             "| price | weighted JCT h |",
             "|---|---|",
