@@ -251,6 +251,26 @@ def test_faster_type_later() -> None:
     assert _reason(found, "faster-later").facts["nodes"] == ["a0"]
 
 
+def test_a_priced_type_free_now_is_told_as_the_price() -> None:
+    # b0 (type B, twice as fast) is free now but priced at 1 a GPU-second: 5,000 s there
+    # cost 5,000 + 8 x 5,000; waiting 100 s for a0 ends at 10,100 with no price.
+    inst = Instance(
+        name="tiny",
+        gpu_types=TYPES,
+        nodes=(_node("a0"), _node("b0", "B")),
+        running=(RunningJob("r", _held("a0", 8), 100),),
+        queue=(QueuedJob("j", 8, 10_000, topology="node"),),
+        policy=Policy(gpu_second_prices={"B": 1.0}),
+    )
+    found = _one(inst, "j")
+    assert _kinds(found) == ["price"]
+    facts = _reason(found, "price").facts
+    assert facts["nodes"] == ["b0"] and facts["gpu_type"] == "B"
+    assert (facts["price_now"], facts["price_planned"]) == (40_000, 0)
+    assert (facts["cost_now"], facts["cost_planned"]) == (45_000, 10_100)
+    assert "policy.gpu_second_prices" in _reason(found, "price").message
+
+
 def test_zone_preference_paid() -> None:
     inst = _cluster(
         _node("a0", zone="east"),

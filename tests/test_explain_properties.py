@@ -295,6 +295,14 @@ def _check_faster_later(
     assert facts["planned_end_s"] <= facts["could_end_s"]  # "waiting ... ends sooner"
 
 
+def _check_price(instance: Instance, decision: Decision, job: QueuedJob, reason: Reason) -> None:
+    facts = reason.facts
+    assert facts["could_start_s"] < _start(decision, job.id)
+    assert instance.policy.gpu_second_price(facts["gpu_type"]) > 0
+    assert facts["price_now"] > facts["price_planned"]
+    assert facts["cost_planned"] <= facts["cost_now"]
+
+
 def _check_preference(
     instance: Instance, decision: Decision, job: QueuedJob, reason: Reason
 ) -> None:
@@ -357,6 +365,8 @@ def _check_reason(instance: Instance, decision: Decision, position: int, reason:
         _check_faster_later(instance, decision, job, reason)
     elif kind == "preference":
         _check_preference(instance, decision, job, reason)
+    elif kind == "price":
+        _check_price(instance, decision, job, reason)
     elif kind == "guarantee":
         _check_guarantee(instance, decision, job, reason)
 

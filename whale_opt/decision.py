@@ -234,17 +234,27 @@ def deferred_usage(instance: Instance, position: int) -> float:
     """
     if not instance.policy.gpu_second_prices:
         return 0.0
-    return _DEFERRED_USAGE.get(instance, lambda: _deferred_usages(instance))[position]
+    return _USAGES.get(instance, lambda: _usages(instance))[position][0]
 
 
-_DEFERRED_USAGE: IdentityMemo[tuple[float, ...]] = IdentityMemo(MEMO_SIZE)
+def least_usage(instance: Instance, position: int) -> float:
+    """The least GPU-second price queued job ``position`` pays in any decision:
+    its price on its cheapest type among those of nodes that could ever hold it
+    (deferred, it pays at least that: :func:`deferred_usage`). Bounds add it."""
+    if not instance.policy.gpu_second_prices:
+        return 0.0
+    return _USAGES.get(instance, lambda: _usages(instance))[position][1]
 
 
-def _deferred_usages(instance: Instance) -> tuple[float, ...]:
-    """:func:`deferred_usage` of every queued job (alike jobs share their types)."""
+_USAGES: IdentityMemo[tuple[tuple[float, float], ...]] = IdentityMemo(MEMO_SIZE)
+
+
+def _usages(instance: Instance) -> tuple[tuple[float, float], ...]:
+    """:func:`deferred_usage` and :func:`least_usage` of every queued job (alike
+    jobs share their types)."""
     topologies = node_topologies(instance)
     types_of: dict[tuple[object, ...], frozenset[str]] = {}
-    out: list[float] = []
+    out: list[tuple[float, float]] = []
     for k, job in enumerate(instance.queue):
         shape: tuple[object, ...] = (instance.eligible_types[k], job.gpu_count, job.topology)
         shape += (job.gpu_milli, job.cpu, job.memory_gb)
@@ -253,12 +263,14 @@ def _deferred_usages(instance: Instance) -> tuple[float, ...]:
             types_of[shape] = frozenset(instance.nodes[n].gpu_type for n in nodes)
         weight = instance.weights[k]
         durations = instance.durations[k]
-        runs = [weight * durations[t] + instance.usage_price(k, t) for t in types_of[shape]]
-        if not runs:
-            out.append(0.0)  # it can run nowhere: no price to dodge
+        prices = {t: instance.usage_price(k, t) for t in types_of[shape]}
+        if not prices:
+            out.append((0.0, 0.0))  # it can run nowhere: no price to dodge
             continue
+        least = min(weight * durations[t] + price for t, price in prices.items())
         plain = weight * instance.deferred_cost_end(k)
-        out.append(max(0.0, weight * instance.policy.horizon_s + min(runs) - plain))
+        deferred = max(0.0, weight * instance.policy.horizon_s + least - plain)
+        out.append((deferred, min(prices.values())))
     return tuple(out)
 
 

@@ -5,11 +5,13 @@ bad price is an input error that names it."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from whale_opt.bounds import lagrangian_bound, lower_bound, trivial_bound
 from whale_opt.check import check
-from whale_opt.decision import Action, objective
+from whale_opt.decision import Action, least_usage, objective
 from whale_opt.io.files import InputError
 from whale_opt.io.instance import instance_from_dict, instance_to_dict
 from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
@@ -160,3 +162,25 @@ def test_a_deferred_job_is_priced_only_on_types_whose_nodes_could_hold_it() -> N
         assert type_of(instance, name) == "fast", name
     on_fast = 864_000 + 8 * 864_000
     assert objective(instance, ()) == pytest.approx(604_800 + on_fast)
+
+
+def test_bounds_count_the_price_every_decision_pays() -> None:
+    # Both types priced: 4 GPUs pay 4,000 weighted s on either (1 x 4 x 1,000 on the
+    # fast one, 0.5 x 4 x 2,000 on the slow one). Every bound adds that least price,
+    # so the bound meets the optimum (1,000 s on the fast type + 4,000).
+    instance = Instance(
+        name="prices",
+        gpu_types=TYPES,
+        nodes=NODES,
+        queue=(QueuedJob("j", 4, 2000),),
+        policy=Policy(gpu_second_prices={"fast": 1.0, "slow": 0.5}),
+    )
+    assert least_usage(instance, 0) == pytest.approx(4000.0)
+    assert trivial_bound(instance) == pytest.approx(5000.0)
+    assert lower_bound(instance) == pytest.approx(5000.0)
+    assert lagrangian_bound(instance, 5000.0, time.perf_counter() + 1) <= 5000.0
+    for name in ("wspt", "cpsat"):
+        decision = get_policy(name).decide(instance)
+        assert check(instance, decision) == []
+        assert decision.objective == pytest.approx(5000.0)
+        assert decision.bound == pytest.approx(5000.0, rel=1e-3)

@@ -39,6 +39,7 @@ import numpy as np
 from ortools.graph.python import min_cost_flow
 
 from whale_opt.bounds.capacity import Capacity
+from whale_opt.decision import least_usage
 from whale_opt.memo import IdentityMemo
 from whale_opt.placement.profile import Profile
 from whale_opt.placement.search import PlacementSearch
@@ -332,15 +333,26 @@ def lower_bound(instance: Instance) -> float:
         starts, ends = earliest_starts(instance).times()
     else:
         starts, ends = earliest_times(relaxed)
-    return max(earliest_end_bound(relaxed, ends), flow_bound(relaxed, starts, ends))
+    bound = max(earliest_end_bound(relaxed, ends), flow_bound(relaxed, starts, ends))
+    return bound + usage_floor(instance)
 
 
 def trivial_bound(instance: Instance) -> float:
-    """``sum w_j * d_j``: no job ends before its shortest duration (free to compute)."""
-    return sum(
+    """``sum w_j * d_j``: no job ends before its shortest duration (free to compute);
+    plus :func:`usage_floor`."""
+    return usage_floor(instance) + sum(
         weight * (instance.min_duration(k) or instance.deferred_cost_end(k))
         for k, weight in enumerate(instance.weights)
     )
+
+
+def usage_floor(instance: Instance) -> float:
+    """The GPU-second prices every decision pays at least (0 without prices): each
+    queued job's on its cheapest type (:func:`whale_opt.decision.least_usage`).
+    The other bounds leave prices out, so each adds this."""
+    if not instance.policy.gpu_second_prices:
+        return 0.0
+    return sum(least_usage(instance, k) for k in range(len(instance.queue)))
 
 
 def reported_bound(instance: Instance, report_bound: bool = True) -> float:

@@ -57,7 +57,7 @@ import numpy as np
 from ortools.linear_solver import linear_solver_pb2, pywraplp
 
 from whale_opt import preferences
-from whale_opt.bounds.analytic import earliest_starts, time_buckets
+from whale_opt.bounds.analytic import earliest_starts, time_buckets, usage_floor
 from whale_opt.bounds.capacity import Capacity, slots
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance, QueuedJob, tenant_quota
@@ -127,16 +127,18 @@ def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float
     """The Lagrangian bound (module docstring) of ``instance``, its ascent aimed at
     ``upper`` (a decision's objective) and stopped at ``deadline`` (a
     :func:`time.perf_counter` instant) or once converged."""
+    floor = usage_floor(instance)  # the GPU-second prices: the relaxation leaves them out
+    upper -= floor
     relaxation = _relax(instance)
     if isinstance(relaxation, float):
-        return relaxation * (1 - SAFETY)
+        return relaxation * (1 - SAFETY) + floor
     uses = _Uses.of(relaxation)
     best = _ascend(relaxation, uses, upper, deadline)
     if best < upper:
         prices = _lp_prices(relaxation, uses, deadline)
         if prices is not None:
             best = max(best, _value(relaxation, uses, prices)[0])
-    return best * (1 - SAFETY)
+    return best * (1 - SAFETY) + floor
 
 
 def _relax(instance: Instance) -> _Relaxation | float:

@@ -12,8 +12,9 @@ job that overdue jobs went ahead of is told which (ceiling).
 Weights are effective weights (class factor, aging and the overdue lift).
 A job the decision starts later than it could (or defers though it could
 start) is told why, as the model sees it: waiting ends no later (faster-later;
-a deferred job is priced as ending at the horizon plus its shortest duration)
-or the sooner placement drops soft preferences (preference).
+a deferred job is priced as ending at the horizon plus its shortest duration),
+the sooner placement's type is priced per GPU-second beyond what waiting
+saves (price), or the sooner placement drops soft preferences (preference).
 
 The reasons that depend on what the round decided for other jobs
 (outranked, faster-later, preference) are here with :func:`reasons`, which
@@ -28,7 +29,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from whale_opt import preferences
-from whale_opt.decision import Action, Decision, JobDecision, dropped_preferences, job_nodes
+from whale_opt.decision import (
+    Action,
+    Decision,
+    JobDecision,
+    deferred_usage,
+    dropped_preferences,
+    job_nodes,
+)
 from whale_opt.explain.blockers import _busy, _draining, _guarantee, _no_hardware, _without_quota
 from whale_opt.explain.blockers import after_preemptions as after_preemptions
 from whale_opt.explain.blockers import decided_timeline as decided_timeline
@@ -134,6 +142,11 @@ def _sooner(instance: Instance, position: int, item: JobDecision, now: Placement
             but = f"waiting for {', '.join(job_nodes(item))} ends {how}, at {end} s"
         facts.update(planned_end_s=end, deferred=deferred)
         return Reason("faster-later", f"{could}, but {but}", facts)
+    priced = _priced_out(instance, position, item, now, end)
+    if priced is not None:
+        words, more = priced
+        facts.update(more)
+        return Reason("price", f"{could}, but {words}", facts)
     per_node = dict(zip(now.nodes, now.counts, strict=True))
     masks = dict(zip(now.nodes, now.masks, strict=True)) if now.masks else None
     kept = set(dropped_preferences(instance, position, item))
@@ -150,6 +163,39 @@ def _sooner(instance: Instance, position: int, item: JobDecision, now: Placement
         f" {'deferred' if deferred else 'waiting'} it keeps them",
         facts,
     )
+
+
+def _priced_out(
+    instance: Instance, position: int, item: JobDecision, now: Placement, end: float
+) -> tuple[str, dict[str, Any]] | None:
+    """Whether the sooner placement ``now`` costs more than the plan (ending at ``end``)
+    because of its type's GPU-second price: the words and facts that say so."""
+    price_now = instance.usage_price(position, now.gpu_type)
+    if not price_now:
+        return None
+    weight = instance.weights[position]
+    if item.end_s is None:
+        planned, where = deferred_usage(instance, position), "deferred"
+    else:
+        gpu_type = instance.nodes[instance.node_index[job_nodes(item)[0]]].gpu_type
+        planned, where = instance.usage_price(position, gpu_type), f"on {gpu_type}"
+    cost_now, cost_planned = weight * now.end + price_now, weight * end + planned
+    if price_now <= planned or cost_planned > cost_now:
+        return None
+    per_gpu_s = instance.policy.gpu_second_price(now.gpu_type)
+    words = (
+        f"{now.gpu_type} GPU-seconds are priced at {per_gpu_s:g} weighted s each"
+        f" (policy.gpu_second_prices): {price_now:g} there against {planned:g} {where},"
+        f" so waiting costs less ({cost_planned:g} against {cost_now:g} weighted s)"
+    )
+    facts = {
+        "gpu_type": now.gpu_type,
+        "price_now": price_now,
+        "price_planned": planned,
+        "cost_now": cost_now,
+        "cost_planned": cost_planned,
+    }
+    return words, facts
 
 
 def preference_reason(

@@ -20,6 +20,7 @@ REASON_KINDS = (
     "share",
     "outranked",
     "faster-later",
+    "price",
     "preference",
 )
 
