@@ -31,14 +31,15 @@ checkpoint, where the next round prices its wait like a preempted job's.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from whale_opt import preferences
-from whale_opt.memo import MEMO_SIZE, IdentityMemo
+from whale_opt.memo import IdentityMemo
 from whale_opt.problem_data import FieldError, Instance
-from whale_opt.topology import eligible_nodes, node_topologies
+from whale_opt.topology import NodeTopology, eligible_nodes, node_topologies, popcount
 
 
 class Action(enum.StrEnum):
@@ -207,13 +208,24 @@ def placement_penalty(instance: Instance, position: int, item: JobDecision) -> f
     plus the price of its GPU-seconds on their type (:meth:`Instance.usage_price`)."""
     names = dropped_preferences(instance, position, item)
     penalty = preferences.price(instance, position, names) if names else 0.0
-    if instance.policy.gpu_second_prices:
-        per_node, _ = placement_of(instance, item, instance.queue[position].gpu_count)
-        if per_node:
-            gpu_type = instance.nodes[next(iter(per_node))].gpu_type
-            if gpu_type in instance.durations[position]:
-                penalty += instance.usage_price(position, gpu_type)
+    if instance.policy.priced:
+        gpu_type = _placed_type(instance, item)
+        if gpu_type is not None and gpu_type in instance.durations[position]:
+            penalty += instance.usage_price(position, gpu_type)
     return penalty
+
+
+def _placed_type(instance: Instance, item: JobDecision) -> str | None:
+    """The GPU type a start or plan puts its job on (None: none, or unknown GPUs or
+    nodes, which the checker reports)."""
+    try:
+        if item.action is Action.START and item.gpu_ids:
+            return instance.nodes[instance.parse_gpu(item.gpu_ids[0]).node].gpu_type
+    except FieldError:
+        return None
+    if item.action is Action.PLANNED and item.nodes and item.nodes[0] in instance.node_index:
+        return instance.nodes[instance.node_index[item.nodes[0]]].gpu_type
+    return None
 
 
 def deferred_cost(instance: Instance, position: int) -> float:
@@ -232,7 +244,7 @@ def deferred_usage(instance: Instance, position: int) -> float:
     weighted run plus its price is least: deferring is never a way around the
     price, nor cheaper than running on that type after the horizon.
     """
-    if not instance.policy.gpu_second_prices:
+    if not instance.policy.priced:
         return 0.0
     return _USAGES.get(instance, lambda: _usages(instance))[position][0]
 
@@ -241,12 +253,13 @@ def least_usage(instance: Instance, position: int) -> float:
     """The least GPU-second price queued job ``position`` pays in any decision:
     its price on its cheapest type among those of nodes that could ever hold it
     (deferred, it pays at least that: :func:`deferred_usage`). Bounds add it."""
-    if not instance.policy.gpu_second_prices:
+    if not instance.policy.priced:
         return 0.0
     return _USAGES.get(instance, lambda: _usages(instance))[position][1]
 
 
-_USAGES: IdentityMemo[tuple[tuple[float, float], ...]] = IdentityMemo(MEMO_SIZE)
+# Keyed by the instance and holding it: a round's, not a history's.
+_USAGES: IdentityMemo[tuple[tuple[float, float], ...]] = IdentityMemo(2)
 
 
 def _usages(instance: Instance) -> tuple[tuple[float, float], ...]:
@@ -259,8 +272,7 @@ def _usages(instance: Instance) -> tuple[tuple[float, float], ...]:
         shape: tuple[object, ...] = (instance.eligible_types[k], job.gpu_count, job.topology)
         shape += (job.gpu_milli, job.cpu, job.memory_gb)
         if shape not in types_of:
-            nodes = eligible_nodes(instance, k, topologies)
-            types_of[shape] = frozenset(instance.nodes[n].gpu_type for n in nodes)
+            types_of[shape] = _runnable_types(instance, k, topologies)
         weight = instance.weights[k]
         durations = instance.durations[k]
         prices = {t: instance.usage_price(k, t) for t in types_of[shape]}
@@ -272,6 +284,47 @@ def _usages(instance: Instance) -> tuple[tuple[float, float], ...]:
         deferred = max(0.0, weight * instance.policy.horizon_s + least - plain)
         out.append((deferred, min(prices.values())))
     return tuple(out)
+
+
+def _runnable_types(
+    instance: Instance, position: int, topologies: tuple[NodeTopology, ...]
+) -> frozenset[str]:
+    """The GPU types queued job ``position`` could run on in an empty cluster, as
+    far as each type's nodes alone tell: eligible nodes (:func:`eligible_nodes`)
+    whose host CPU and memory take the job's share for the GPUs they would hold,
+    enough of them on one node, in one rack or in all, as its topology asks. A
+    necessary condition (a superset of the types it can really run on): bounds
+    may take their least price."""
+    job = instance.queue[position]
+    gpus = job.gpu_count
+    caps: dict[str, list[tuple[str | None, int]]] = {}  # (rack, or None: a node alone)
+    for n in eligible_nodes(instance, position, topologies):
+        node = instance.nodes[n]
+        cap = popcount(topologies[n].healthy) if gpus else 1
+        for need, have in ((job.cpu, node.cpu), (job.memory_gb, node.memory_gb)):
+            if need:
+                # A node holding g of the job's GPUs hosts g / gpus of its CPU and memory.
+                cap = min(cap, math.floor((have + 1e-9) * max(gpus, 1) / need))
+        if cap > 0:
+            # Gangs that may span nodes add up their nodes' room (a member of a
+            # multi-node NVLink gang takes its node whole); other jobs take one node.
+            member = job.topology == "nvlink" and gpus > topologies[n].size
+            spans = member or (job.topology in ("any", "rack") and gpus > 1)
+            room = (node.rack if spans else None, min(cap, max(gpus, 1)))
+            caps.setdefault(node.gpu_type, []).append(room)
+    out = []
+    for gpu_type, held in caps.items():
+        alone = max((cap for rack, cap in held if rack is None), default=0)
+        racks: dict[str, int] = {}
+        for rack, cap in held:
+            if rack is not None:
+                racks[rack] = racks.get(rack, 0) + cap
+        spread = max(racks.values(), default=0)
+        if job.topology != "rack":
+            spread = sum(racks.values())
+        if max(alone, spread) >= max(gpus, 1):
+            out.append(gpu_type)
+    return frozenset(out)
 
 
 def preemption_cost(instance: Instance, running_position: int) -> float:

@@ -14,8 +14,9 @@ from whale_opt.check import check
 from whale_opt.decision import Action, least_usage, objective
 from whale_opt.io.files import InputError
 from whale_opt.io.instance import instance_from_dict, instance_to_dict
-from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob
+from whale_opt.problem_data import FieldError, GpuType, Instance, Node, Policy, QueuedJob
 from whale_opt.registry import REGISTRY, get_policy
+from whale_opt.solve import solve
 
 HEURISTICS = sorted(name for name in REGISTRY if name not in ("greedy", "learned"))
 # The fast type runs the job in 1,000 s, the slow one in 2,000 s.
@@ -184,3 +185,88 @@ def test_bounds_count_the_price_every_decision_pays() -> None:
         assert check(instance, decision) == []
         assert decision.objective == pytest.approx(5000.0)
         assert decision.bound == pytest.approx(5000.0, rel=1e-3)
+
+
+LONG_S = 1_728_000  # 20 days on the slow type, 10 on the fast one
+
+
+@pytest.mark.parametrize(
+    ("nodes", "job"),
+    [
+        # The slow node has 4 CPUs and the job needs 32: only the fast node can run it.
+        (
+            (Node("f0", "fast", 8, "nvswitch", cpu=64), Node("s0", "slow", 8, "nvswitch", cpu=4)),
+            QueuedJob("j", 8, LONG_S, cpu=32),
+        ),
+        # A 16-GPU gang, and the slow type has 8 GPUs in all.
+        (
+            (
+                Node("f0", "fast", 8, "nvswitch", rack="r0"),
+                Node("f1", "fast", 8, "nvswitch", rack="r0"),
+                Node("s0", "slow", 8, "nvswitch", rack="r1"),
+            ),
+            QueuedJob("j", 16, LONG_S, topology="any"),
+        ),
+    ],
+)
+def test_deferral_is_priced_only_on_types_that_could_run_the_whole_job(
+    nodes: tuple[Node, ...], job: QueuedJob
+) -> None:
+    instance = Instance(
+        name="prices",
+        gpu_types=TYPES,
+        nodes=nodes,
+        queue=(job,),
+        policy=Policy(gpu_second_prices={"fast": 1.0}),
+    )
+    on_fast = LONG_S // 2 * (1 + job.gpu_count)  # its end + 1 x GPUs x seconds
+    assert objective(instance, ()) == pytest.approx(604_800 + on_fast)
+    for name in ("wspt", "cpsat"):
+        assert type_of(instance, name) == "fast", name
+
+
+def test_a_zero_price_changes_nothing() -> None:
+    # The fast node is too small for the job: pricing the types at 0 must leave its
+    # deferral priced as without prices (the horizon + its fastest run on a type held).
+    nodes = (Node("f0", "fast", 2, "pcie"), Node("s0", "slow", 8, "nvswitch"))
+    queue = (QueuedJob("j", 8, 7200, topology="node"),)
+    costs = {
+        objective(
+            Instance(
+                name="z",
+                gpu_types=TYPES,
+                nodes=nodes,
+                queue=queue,
+                policy=Policy(gpu_second_prices=p),
+            ),
+            (),
+        )
+        for p in ({}, {"slow": 0.0}, {"fast": 0.0})
+    }
+    assert len(costs) == 1
+
+
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_a_split_round_keeps_each_pools_prices(solver: str) -> None:
+    # Racks of one type each: a pool without the priced type must not be told its price.
+    nodes = tuple(Node(f"f{i}", "fast", 8, "nvswitch", rack="r0") for i in range(2)) + tuple(
+        Node(f"s{i}", "slow", 8, "nvswitch", rack="r1") for i in range(2)
+    )
+    instance = Instance(
+        name="split",
+        gpu_types=TYPES,
+        nodes=nodes,
+        queue=tuple(QueuedJob(f"j{i}", 4, 3600) for i in range(6)),
+        policy=Policy(gpu_second_prices={"fast": 0.5}),
+    )
+    decision = solve(instance, solver, split_above_gpus=16, time_limit_s=2.0)
+    assert check(instance, decision) == []
+    assert decision.objective == pytest.approx(objective(instance, decision.jobs))
+    assert Policy(gpu_second_prices={"fast": 0.5}).for_types({"slow"}).gpu_second_prices == ()
+
+
+@pytest.mark.parametrize("prices", [{"fast": True}, [("fast", 1.0), ("fast", 2.0)]])
+def test_a_bool_or_a_type_priced_twice_is_refused(prices: object) -> None:
+    with pytest.raises(FieldError) as caught:
+        Policy(gpu_second_prices=prices)  # type: ignore[arg-type]
+    assert caught.value.path == "gpu_second_prices.fast"

@@ -350,7 +350,7 @@ def usage_floor(instance: Instance) -> float:
     """The GPU-second prices every decision pays at least (0 without prices): each
     queued job's on its cheapest type (:func:`whale_opt.decision.least_usage`).
     The other bounds leave prices out, so each adds this."""
-    if not instance.policy.gpu_second_prices:
+    if not instance.policy.priced:
         return 0.0
     return sum(least_usage(instance, k) for k in range(len(instance.queue)))
 

@@ -142,19 +142,20 @@ def sub_instance(
             )
         )
     queue = tuple(instance.queue[k] for k in pool.jobs)
-    return Instance(
-        name=instance.name,
-        gpu_types={
-            t: instance.gpu_types[t] for t in {instance.nodes[k].gpu_type for k in pool.nodes}
-        }
+    gpu_types = (
+        {t: instance.gpu_types[t] for t in {instance.nodes[k].gpu_type for k in pool.nodes}}
         | {t: instance.gpu_types[t] for job in queue for t in job.gpu_types}
         | {t: instance.gpu_types[t] for job in queue for t, _ in job.duration_by_type_s}
-        | {t: instance.gpu_types[t] for job in queue for t in job.preferred_gpu_types},
+        | {t: instance.gpu_types[t] for job in queue for t in job.preferred_gpu_types}
+    )
+    return Instance(
+        name=instance.name,
+        gpu_types=gpu_types,
         nodes=_pool_nodes(instance, pool.nodes),
         running=tuple(running),
         queue=queue,
         tenants=pool_tenants(instance, pool, quotas, inside_gpus),
-        policy=replace(instance.policy, max_preemptions=max_preemptions),
+        policy=replace(instance.policy.for_types(gpu_types), max_preemptions=max_preemptions),
         now=instance.now,
         priority_classes=instance.priority_classes,
     )

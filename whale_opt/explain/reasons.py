@@ -175,7 +175,7 @@ def _priced_out(
         return None
     weight = instance.weights[position]
     if item.end_s is None:
-        planned, where = deferred_usage(instance, position), "deferred"
+        planned, where = deferred_usage(instance, position), "more for deferring it"
     else:
         gpu_type = instance.nodes[instance.node_index[job_nodes(item)[0]]].gpu_type
         planned, where = instance.usage_price(position, gpu_type), f"on {gpu_type}"

@@ -131,7 +131,7 @@ class PlacementSearch:
         shaped = None if job is instance.queue[position] else job
         groups = state.node_groups(position, shaped, gpu_type, within)
         # Fastest types first, so their ends prune the search on slower ones.
-        priced = self.priced and not by_start and bool(instance.policy.gpu_second_prices)
+        priced = self.priced and not by_start and instance.policy.priced
         for group in sorted(groups, key=lambda g: instance.durations[position][g.gpu_type]):
             duration = instance.durations[position][group.gpu_type]
             usage = usage_s(instance, position, group.gpu_type) if priced else 0.0

@@ -6,8 +6,8 @@ Every record checks itself on construction (:mod:`whale_opt.problem_data.fields`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -466,7 +466,12 @@ class Policy:
                 prices,
                 "must map GPU types to prices",
             )
-            _nonneg(f"gpu_second_prices.{item[0]}", item[1])
+            path = f"gpu_second_prices.{item[0]}"
+            _require(not isinstance(item[1], bool), path, item[1], "must be a number >= 0")
+            _nonneg(path, item[1])
+        names = [item[0] for item in items]
+        for name in names:
+            _require(names.count(name) == 1, f"gpu_second_prices.{name}", name, "priced twice")
         object.__setattr__(self, "gpu_second_prices", tuple(sorted(map(tuple, items))))
         _require(
             isinstance(self.horizon_s, int) and self.horizon_s >= 1,
@@ -479,6 +484,17 @@ class Policy:
         _nonneg("aging_per_hour", self.aging_per_hour)
         _integer("max_preemptions", self.max_preemptions, 0, optional=True)
         _max_wait("max_wait_s", self.max_wait_s)
+
+    @property
+    def priced(self) -> bool:
+        """Whether some GPU type has a GPU-second price above 0."""
+        return any(price > 0 for _, price in self.gpu_second_prices)
+
+    def for_types(self, names: Collection[str]) -> Policy:
+        """This policy with only the GPU-second prices of the types ``names`` (a
+        sub-instance that has fewer types)."""
+        kept = tuple(pair for pair in self.gpu_second_prices if pair[0] in names)
+        return self if kept == self.gpu_second_prices else replace(self, gpu_second_prices=kept)
 
     def gpu_second_price(self, gpu_type: str) -> float:
         """The price of one GPU-second on ``gpu_type`` (0: unpriced)."""

@@ -292,10 +292,11 @@ def build_snapshot(
     for job in sorted(jobs, key=lambda j: (j.submit_time, int(j.id))):
         if job.held:
             builder.queued(job)
-    base = policy or Policy()
+    known = gpu_types(nodes, options)
+    base = (policy or Policy()).for_types(known)  # prices of types the partition has
     instance = Instance(
         name=f"slurm@{now}",
-        gpu_types=gpu_types(nodes, options),
+        gpu_types=known,
         nodes=builder.cpu_capacity(),
         running=tuple(builder.running),
         queue=tuple(builder.queue),
