@@ -24,12 +24,19 @@ TYPES = {"fast": GpuType("fast", 80.0, speed=2.0), "slow": GpuType("slow", 80.0)
 NODES = (Node("f0", "fast", 8, "nvswitch"), Node("s0", "slow", 8, "nvswitch"))
 
 
-def round_of(*queue: QueuedJob, price: float | None = None) -> Instance:
-    prices = {} if price is None else {"fast": price}
+def round_of(
+    *queue: QueuedJob,
+    price: float | None = None,
+    prices: dict[str, float] | None = None,
+    nodes: tuple[Node, ...] = NODES,
+) -> Instance:
+    """A round of ``queue`` on ``nodes``, the fast type priced at ``price`` (or ``prices``)."""
+    if prices is None:
+        prices = {} if price is None else {"fast": price}
     return Instance(
         name="prices",
         gpu_types=TYPES,
-        nodes=NODES,
+        nodes=nodes,
         queue=queue,
         policy=Policy(gpu_second_prices=prices),
     )
@@ -121,13 +128,7 @@ def test_deferring_a_job_does_not_dodge_the_price() -> None:
     # Priced at 1,000 on every type, the job's GPU-seconds cost far more than deferring
     # it past the horizon would (about 605,000 weighted s): a deferred job still pays
     # the price of its cheapest type, so every solver starts it.
-    instance = Instance(
-        name="prices",
-        gpu_types=TYPES,
-        nodes=NODES,
-        queue=(QueuedJob("j", 4, 2000),),
-        policy=Policy(gpu_second_prices={"fast": 1000.0, "slow": 1000.0}),
-    )
+    instance = round_of(QueuedJob("j", 4, 2000), prices={"fast": 1000.0, "slow": 1000.0})
     for name in ("wspt", "cpsat"):
         decision = get_policy(name).decide(instance)
         assert check(instance, decision) == []
@@ -152,12 +153,8 @@ def test_a_deferred_job_is_priced_only_on_types_whose_nodes_could_hold_it() -> N
     # The slow type's nodes have 2 GPUs: an 8-GPU job that needs one node can never run
     # there, so deferring it is priced on the fast type, price included, and it starts.
     nodes = (Node("f0", "fast", 8, "nvswitch"), Node("s0", "slow", 2, "pcie"))
-    instance = Instance(
-        name="prices",
-        gpu_types=TYPES,
-        nodes=nodes,
-        queue=(QueuedJob("j", 8, 1_728_000, topology="node"),),
-        policy=Policy(gpu_second_prices={"fast": 1.0}),
+    instance = round_of(
+        QueuedJob("j", 8, 1_728_000, topology="node"), prices={"fast": 1.0}, nodes=nodes
     )
     for name in ("wspt", "cpsat"):
         assert type_of(instance, name) == "fast", name
@@ -169,13 +166,7 @@ def test_bounds_count_the_price_every_decision_pays() -> None:
     # Both types priced: 4 GPUs pay 4,000 weighted s on either (1 x 4 x 1,000 on the
     # fast one, 0.5 x 4 x 2,000 on the slow one). Every bound adds that least price,
     # so the bound meets the optimum (1,000 s on the fast type + 4,000).
-    instance = Instance(
-        name="prices",
-        gpu_types=TYPES,
-        nodes=NODES,
-        queue=(QueuedJob("j", 4, 2000),),
-        policy=Policy(gpu_second_prices={"fast": 1.0, "slow": 0.5}),
-    )
+    instance = round_of(QueuedJob("j", 4, 2000), prices={"fast": 1.0, "slow": 0.5})
     assert least_usage(instance, 0) == pytest.approx(4000.0)
     assert trivial_bound(instance) == pytest.approx(5000.0)
     assert lower_bound(instance) == pytest.approx(5000.0)
@@ -212,13 +203,7 @@ LONG_S = 1_728_000  # 20 days on the slow type, 10 on the fast one
 def test_deferral_is_priced_only_on_types_that_could_run_the_whole_job(
     nodes: tuple[Node, ...], job: QueuedJob
 ) -> None:
-    instance = Instance(
-        name="prices",
-        gpu_types=TYPES,
-        nodes=nodes,
-        queue=(job,),
-        policy=Policy(gpu_second_prices={"fast": 1.0}),
-    )
+    instance = round_of(job, prices={"fast": 1.0}, nodes=nodes)
     on_fast = LONG_S // 2 * (1 + job.gpu_count)  # its end + 1 x GPUs x seconds
     assert objective(instance, ()) == pytest.approx(604_800 + on_fast)
     for name in ("wspt", "cpsat"):
