@@ -70,3 +70,28 @@ def test_bad_gpu_type_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["slurm", "--once", "--gpu-type", "a100"])
     assert result.exit_code == 2
     assert "NAME=MEMORY_GB" in result.output
+
+
+def test_a_bad_gpu_second_price_is_a_usage_error() -> None:
+    for bad in ("a100", "a100=cheap", "a100=-1"):
+        result = CliRunner().invoke(main, ["slurm", "--once", "--gpu-second-price", bad])
+        assert result.exit_code == 2, bad
+        assert "--gpu-second-price" in result.output
+
+
+def test_prices_reach_the_rounds_and_a_type_the_partition_lacks_is_left_out(tmp_path: Path) -> None:
+    log = fake_slurm(tmp_path / "bin", "indexed")
+    done = whale_opt_slurm(
+        tmp_path / "bin",
+        "--once",
+        "--gres-mode",
+        "indexed",
+        "--solver",
+        "wspt",
+        "--gpu-second-price",
+        "a100=0.5",
+        "--gpu-second-price",
+        "h100=2",
+    )
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("release ") for line in log.read_text().splitlines())

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from whale_opt.problem_data import GpuType
+from whale_opt.problem_data import GpuType, Policy
 from whale_opt.slurm import BridgeOptions, SlurmDataError, build_snapshot, parse_jobs, parse_nodes
 
 from .conftest import Recorded
@@ -176,3 +176,9 @@ def test_an_operator_hold_keeps_a_job_away(plain: Recorded) -> None:
             record["state_reason"] = "JobHeldAdmin"  # scontrol hold, as root
     queue = build_snapshot(squeue, plain.sinfo, plain.now).instance.queue
     assert {job.id for job in queue} == {"5", "7"}
+
+
+def test_prices_of_types_the_partition_lacks_are_left_out(plain: Recorded) -> None:
+    policy = Policy(gpu_second_prices={"a100": 0.5, "h100": 2.0})
+    instance = build_snapshot(plain.squeue, plain.sinfo, plain.now, policy=policy).instance
+    assert instance.policy.gpu_second_prices == (("a100", 0.5),)

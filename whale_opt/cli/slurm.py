@@ -8,7 +8,7 @@ import sys
 import click
 
 from whale_opt.cli.app import EXIT_BAD_INPUT, main
-from whale_opt.problem_data import FieldError, GpuType
+from whale_opt.problem_data import FieldError, GpuType, Policy
 from whale_opt.registry import REGISTRY
 
 
@@ -22,6 +22,23 @@ def _gpu_type(text: str) -> GpuType:
         return GpuType(name, float(memory), float(speed) if speed else 1.0)
     except (ValueError, FieldError) as exc:
         raise click.BadParameter(f"{text!r}: {exc}", param_hint="--gpu-type") from exc
+
+
+def _prices(texts: tuple[str, ...]) -> Policy:
+    """``NAME=PRICE`` pairs -> the rounds' :class:`Policy` with those GPU-second prices."""
+    prices: dict[str, float] = {}
+    for text in texts:
+        name, sep, price = text.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected NAME=PRICE")
+            prices[name] = float(price)
+        except ValueError as exc:
+            raise click.BadParameter(f"{text!r}: {exc}", param_hint="--gpu-second-price") from exc
+    try:
+        return Policy(gpu_second_prices=tuple(prices.items()))
+    except FieldError as exc:
+        raise click.BadParameter(str(exc), param_hint="--gpu-second-price") from exc
 
 
 @main.command(name="slurm")
@@ -78,6 +95,14 @@ def _gpu_type(text: str) -> GpuType:
     help="GPU memory and speed of a GPU type (repeatable; others: 80 GB, speed 1).",
 )
 @click.option(
+    "--gpu-second-price",
+    "gpu_second_prices",
+    multiple=True,
+    metavar="NAME=PRICE",
+    help="Weighted seconds charged per GPU-second on a type (repeatable; README: "
+    "pricing a scarce GPU type).",
+)
+@click.option(
     "--command-timeout",
     type=click.FloatRange(min=0.1),
     default=10.0,
@@ -96,6 +121,7 @@ def slurm_command(
     preempt: bool,
     default_duration: int,
     gpu_types: tuple[str, ...],
+    gpu_second_prices: tuple[str, ...],
     command_timeout: float,
     verbose: bool,
 ) -> None:
@@ -108,6 +134,7 @@ def slurm_command(
         stream=sys.stderr,
     )
     catalog = {kind.name: kind for kind in map(_gpu_type, gpu_types)}
+    policy = _prices(gpu_second_prices)
     try:
         options = BridgeOptions(
             gres_mode=gres_mode,
@@ -125,6 +152,7 @@ def slurm_command(
         solver=solver,
         time_limit_s=time_limit,
         dry_run=dry_run,
+        policy=policy,
     )
     try:
         code = controller.run(interval_s=interval, once=once)

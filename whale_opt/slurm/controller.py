@@ -67,12 +67,13 @@ class SlurmController:
         time_limit_s: float = 5.0,
         dry_run: bool = False,
         clock: Callable[[], float] = time.time,
+        policy: Policy | None = None,
     ) -> None:
         self.runner = runner or SlurmRunner()
         self.options = options or BridgeOptions()
         self.solver = solver
         self.time_limit_s = time_limit_s
-        self.policy = Policy()
+        self.policy = policy or Policy()
         self.dry_run = dry_run
         self.clock = clock
         self.placed: dict[str, tuple[str, ...]] = {}
