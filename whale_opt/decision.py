@@ -209,13 +209,28 @@ def placement_penalty(instance: Instance, position: int, item: JobDecision) -> f
     names = dropped_preferences(instance, position, item)
     penalty = preferences.price(instance, position, names) if names else 0.0
     if instance.policy.priced:
-        gpu_type = _placed_type(instance, item)
+        gpu_type = placed_type(instance, item)
         if gpu_type is not None and gpu_type in instance.durations[position]:
             penalty += instance.usage_price(position, gpu_type)
     return penalty
 
 
-def _placed_type(instance: Instance, item: JobDecision) -> str | None:
+def placement_price(
+    instance: Instance,
+    position: int,
+    per_node: Mapping[int, int],
+    masks: Mapping[int, int] | None = None,
+) -> float:
+    """:func:`placement_penalty` of queued job ``position`` on ``per_node`` (node
+    position -> GPUs there, not empty; ``masks`` the GPU bit masks when known):
+    the preferences it drops and its type's GPU-second price."""
+    names = preferences.dropped(instance, position, per_node, masks)
+    price = preferences.price(instance, position, names) if names else 0.0
+    gpu_type = instance.nodes[next(iter(per_node))].gpu_type
+    return price + instance.usage_price(position, gpu_type)
+
+
+def placed_type(instance: Instance, item: JobDecision) -> str | None:
     """The GPU type a start or plan puts its job on (None: none, or unknown GPUs or
     nodes, which the checker reports)."""
     try:
@@ -319,9 +334,7 @@ def _runnable_types(
         for rack, cap in held:
             if rack is not None:
                 racks[rack] = racks.get(rack, 0) + cap
-        spread = max(racks.values(), default=0)
-        if job.topology != "rack":
-            spread = sum(racks.values())
+        spread = max(racks.values(), default=0) if job.topology == "rack" else sum(racks.values())
         if max(alone, spread) >= max(gpus, 1):
             out.append(gpu_type)
     return frozenset(out)

@@ -36,6 +36,7 @@ from whale_opt.decision import (
     deferred_usage,
     dropped_preferences,
     job_nodes,
+    placed_type,
 )
 from whale_opt.explain.blockers import _busy, _draining, _guarantee, _no_hardware, _without_quota
 from whale_opt.explain.blockers import after_preemptions as after_preemptions
@@ -177,7 +178,9 @@ def _priced_out(
     if item.end_s is None:
         planned, where = deferred_usage(instance, position), "more for deferring it"
     else:
-        gpu_type = instance.nodes[instance.node_index[job_nodes(item)[0]]].gpu_type
+        gpu_type = placed_type(instance, item)
+        if gpu_type is None:
+            return None
         planned, where = instance.usage_price(position, gpu_type), f"on {gpu_type}"
     cost_now, cost_planned = weight * now.end + price_now, weight * end + planned
     if price_now <= planned or cost_planned > cost_now:

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import random
 
-from whale_opt import preferences
-from whale_opt.decision import Action, JobDecision, job_nodes, objective
+from whale_opt.decision import Action, JobDecision, job_nodes, objective, placement_price
 from whale_opt.patience import Patience
 from whale_opt.placement.profile import INF
 from whale_opt.placement.records import to_job_decision, to_placement
@@ -133,13 +132,8 @@ class NodeSearch:
         key = (position, node)
         price = self._prices.get(key)
         if price is None:
-            instance = self.instance
-            names = preferences.dropped(
-                instance, position, {node: instance.queue[position].gpu_count}
-            )
-            price = self._prices[key] = (
-                preferences.price(instance, position, names) if names else 0.0
-            ) + instance.usage_price(position, instance.nodes[node].gpu_type)
+            gpus = self.instance.queue[position].gpu_count
+            price = self._prices[key] = placement_price(self.instance, position, {node: gpus})
         return price
 
     def node_cost(

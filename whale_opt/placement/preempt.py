@@ -35,13 +35,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from whale_opt import preferences
 from whale_opt.decision import (
     Action,
     JobDecision,
     deferred_cost,
     objective,
     placement_penalty,
+    placement_price,
     preemption_cost,
 )
 from whale_opt.placement.records import Placement, to_job_decision, to_placement
@@ -284,9 +284,7 @@ def _single(
         mask = _touching_mask(topo, pool, job.gpu_count, nvlink, parts)
         if mask is None:
             continue
-        names = preferences.dropped(instance, position, {node: job.gpu_count}, {node: mask})
-        penalty = preferences.price(instance, position, names)
-        penalty += instance.usage_price(position, topo.node.gpu_type)
+        penalty = placement_price(instance, position, {node: job.gpu_count}, {node: mask})
         placement = Placement(0, duration, topo.node.gpu_type, (node,), (job.gpu_count,), (mask,))
         return placement, penalty
     return None
@@ -356,8 +354,6 @@ def _gang(
     counts = (topo0.size,) * need
     masks = tuple(timeline.topology(n).whole for n in picked)
     per_node = dict(zip(picked, counts, strict=True))
-    names = preferences.dropped(instance, position, per_node, dict(zip(picked, masks, strict=True)))
-    penalty = preferences.price(instance, position, names)
-    penalty += instance.usage_price(position, topo0.node.gpu_type)
+    penalty = placement_price(instance, position, per_node, dict(zip(picked, masks, strict=True)))
     placement = Placement(0, duration, topo0.node.gpu_type, picked, counts, masks)
     return placement, penalty, gone

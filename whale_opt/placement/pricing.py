@@ -14,7 +14,7 @@ every placement's first criterion on that type (:func:`usage_s`).
 
 from __future__ import annotations
 
-from whale_opt import preferences
+from whale_opt.decision import placement_price
 from whale_opt.memo import MEMO_SIZE, IdentityMemo
 from whale_opt.placement.records import Placement
 from whale_opt.problem_data import Instance, QueuedJob
@@ -83,9 +83,7 @@ def penalty_s(instance: Instance, position: int, placement: Placement) -> float:
     its type's GPU-second price, in seconds of the job's (weighted) end."""
     per_node = dict(zip(placement.nodes, placement.counts, strict=True))
     masks = dict(zip(placement.nodes, placement.masks, strict=True)) if placement.masks else None
-    names = preferences.dropped(instance, position, per_node, masks)
-    price = preferences.price(instance, position, names) if names else 0.0
-    return (price + instance.usage_price(position, placement.gpu_type)) / instance.weights[position]
+    return placement_price(instance, position, per_node, masks) / instance.weights[position]
 
 
 def usage_s(instance: Instance, position: int, gpu_type: str) -> float:
