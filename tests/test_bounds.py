@@ -18,6 +18,7 @@ from whale_opt.bounds import (
     lagrangian,
     lagrangian_bound,
     lower_bound,
+    solve_lagrangian,
     without_preemptible,
 )
 from whale_opt.check import check
@@ -304,6 +305,19 @@ def test_two_jobs_for_one_node_are_priced_one_after_the_other() -> None:
     assert lower_bound(instance) < 10_000
     bound = lagrangian_bound(instance, greedy.objective, _soon())
     assert 10_900 <= bound <= 11_000
+
+
+def test_the_relaxations_starts_are_where_its_prices_place_each_job() -> None:
+    instance = _two_gangs_and_scattered_gpus()
+    # No time to raise the prices: each job at its earliest start, a0 free at 1,000 s.
+    unpriced = solve_lagrangian(instance, 11_000, time.perf_counter())
+    assert unpriced.starts == {0: 1000, 1: 1000}
+    # Raised: the bound is the same figure lagrangian_bound gives, and a0's price in
+    # the early buckets moves the two jobs' starts later (neither before a0 frees).
+    priced = solve_lagrangian(instance, 11_000, _soon())
+    assert priced.bound == pytest.approx(lagrangian_bound(instance, 11_000, _soon()))
+    assert set(priced.starts) == {0, 1}
+    assert all(1000 < start <= 4000 + 1000 for start in priced.starts.values())
 
 
 def test_a_bound_out_of_time_is_still_valid() -> None:

@@ -43,3 +43,23 @@ def test_a_counted_search_makes_all_its_moves(monkeypatch: pytest.MonkeyPatch) -
     order_search.improve(instance, [wspt_order(instance)], deadline=float("inf"), moves=300)
     # Every move that changes the order is evaluated.
     assert runs[0] > 1 + 300 * 0.5
+
+
+def test_an_order_by_starts_puts_the_given_starts_first_then_the_decisions() -> None:
+    instance = generate("hetero", gpus=64, queued=6, seed=3)
+    order = wspt_order(instance)
+    jobs = list_schedule(instance, order)
+    index = instance.queue_index
+    at = {index[item.id]: item.start_s for item in jobs if item.id in index}
+    # Two jobs given starts: one far out, one now; the rest keep their scheduled starts.
+    far, now = order[0], order[-1]
+    guided = order_search.order_by_starts(instance, {far: 10.0**9, now: -1.0}, jobs, order)
+    assert sorted(guided) == sorted(order)
+    assert guided[0] == now
+    assert guided[-1] == far
+    middle = guided[1:-1]
+    starts = [at[k] if at[k] is not None else float("inf") for k in middle]
+    assert starts == sorted(starts)
+    # Equal starts keep the given order's order.
+    ties = [k for k in middle if at[k] == starts[0]]
+    assert ties == [k for k in order if k in ties]

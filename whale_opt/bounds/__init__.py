@@ -23,12 +23,13 @@ from whale_opt.bounds.analytic import (
     without_preemptible,
 )
 from whale_opt.bounds.capacity import Capacity, slots
-from whale_opt.bounds.lagrangian import lagrangian_bound
+from whale_opt.bounds.lagrangian import Lagrangian, lagrangian_bound, solve_lagrangian
 
 __all__ = [
     "CHEAP_ABOVE",
     "Capacity",
     "EarliestStarts",
+    "Lagrangian",
     "earliest_end_bound",
     "earliest_starts",
     "earliest_times",
@@ -38,6 +39,7 @@ __all__ = [
     "reported_bound",
     "shape_key",
     "slots",
+    "solve_lagrangian",
     "trivial_bound",
     "without_preemptible",
 ]

