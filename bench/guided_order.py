@@ -1,4 +1,4 @@
-"""The order the Lagrangian bound's prices give: its list schedule alone, and cpsat with it.
+"""The orders the Lagrangian bound's prices give: their list schedules alone, and cpsat with them.
 
 Run alone on an idle machine, from a clean clone::
 
@@ -7,12 +7,12 @@ Run alone on an idle machine, from a clean clone::
 For each family and seed (:func:`whale_opt.generate.generate`, ``--gpus`` /
 ``--queued``, seeds from ``--seed``):
 
-- **the order alone**: the Lagrangian ascent (``--ascent`` seconds, aimed at
-  the greedy's value), then one list schedule in the order of the starts its
+- **the orders alone**: the Lagrangian ascent (``--ascent`` seconds, aimed at
+  the greedy's value), then list schedules in the order of the starts its
   best prices pick (:func:`whale_opt.placement.order_search.order_by_starts`),
-  against the WSPT greedy's list schedule; deterministic but for where the
-  ascent stops;
-- **cpsat with and without it**: cpsat at ``--limit`` seconds a round,
+  unblended and blended with the greedy's order as the round does, against the
+  WSPT greedy's list schedule; deterministic but for where the ascent stops;
+- **cpsat with and without them**: cpsat at ``--limit`` seconds a round,
   against wspt, once as shipped and once with the order left out (the
   same code, ``order_by_starts`` patched to give the greedy's order back,
   which the round then skips), one after the other on the same instance.
@@ -32,7 +32,7 @@ from whale_opt.check import check
 from whale_opt.cpsat import model
 from whale_opt.decision import objective
 from whale_opt.generate import generate
-from whale_opt.placement.order_search import order_by_starts
+from whale_opt.placement.order_search import blend_orders, order_by_starts
 from whale_opt.placement.serial import list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
 from whale_opt.problem_data import Instance
@@ -41,16 +41,21 @@ from whale_opt.solve import solve
 FAMILIES = ("hetero", "mixed", "dgx1", "fragmented")
 
 
-def alone(instance: Instance, ascent_s: float) -> float:
-    """The guided order's list schedule against the greedy's (relative)."""
+def alone(instance: Instance, ascent_s: float) -> list[float]:
+    """The list schedule of the guided order, unblended then blended with the greedy's
+    as the round does (:data:`whale_opt.cpsat.model.GUIDED_BLENDS`), each against
+    the greedy's (relative)."""
     order = wspt_order(instance)
     jobs = list_schedule(instance, order, prefer=WsptPolicy.prefer)
     greedy = objective(instance, jobs)
     relaxed = solve_lagrangian(instance, greedy, time.perf_counter() + ascent_s)
     guided = order_by_starts(instance, relaxed.starts, jobs, order)
-    return (
-        objective(instance, list_schedule(instance, guided, prefer=WsptPolicy.prefer)) / greedy - 1
-    )
+    ratios = []
+    for share in (1.0, *model.GUIDED_BLENDS):
+        blended = blend_orders(order, guided, share)
+        value = objective(instance, list_schedule(instance, blended, prefer=WsptPolicy.prefer))
+        ratios.append(value / greedy - 1)
+    return ratios
 
 
 def _greedy_back(
@@ -84,9 +89,10 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=5.0, help="cpsat's seconds a round")
     args = parser.parse_args()
     seeds = range(args.seed, args.seed + args.seeds)
+    shares = ", ".join(f"{share:g}" for share in (1.0, *model.GUIDED_BLENDS))
     first = [
-        "| family | guided order's list schedule against the greedy's, seed by seed | mean |",
-        "|---|---|---|",
+        f"| family | list schedule against the greedy's, mean over the seeds, blended {shares} |",
+        "|---|---|",
     ]
     second = [
         f"| family | cpsat {args.limit:g} s against wspt, without the order | with it "
@@ -98,8 +104,8 @@ def main() -> None:
             generate(family, gpus=args.gpus, queued=args.queued, seed=seed) for seed in seeds
         ]
         ratios = [alone(instance, args.ascent) for instance in instances]
-        cells = " ".join(f"{r:+.2%}" for r in ratios)
-        first.append(f"| {family} | {cells} | {statistics.mean(ratios):+.2%} |")
+        means = [statistics.mean(column) for column in zip(*ratios, strict=True)]
+        first.append(f"| {family} | {' / '.join(f'{m:+.2%}' for m in means)} |")
         without, with_ = [], []
         for instance in instances:
             without.append(against_wspt(instance, args.limit, guided=False))

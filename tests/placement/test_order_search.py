@@ -63,3 +63,14 @@ def test_an_order_by_starts_puts_the_given_starts_first_then_the_decisions() -> 
     # Equal starts keep the given order's order.
     ties = [k for k in middle if at[k] == starts[0]]
     assert ties == [k for k in order if k in ties]
+
+
+def test_a_blend_of_two_orders_moves_between_them() -> None:
+    first, second = [0, 1, 2, 3], [3, 2, 1, 0]
+    assert order_search.blend_orders(first, second, 0.0) == first
+    assert order_search.blend_orders(first, second, 1.0) == second
+    # Half way every mixed rank is 1.5: the first order's order breaks the ties.
+    assert order_search.blend_orders(first, second, 0.5) == first
+    # A quarter of the way, only the far move shows: 3 overtakes nothing, 0 stays first.
+    assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.25) == [0, 1, 2, 3]
+    assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.75) == [1, 0, 3, 2]

@@ -121,6 +121,15 @@ def order_by_starts(
     return sorted(order, key=key)
 
 
+def blend_orders(first: Sequence[int], second: Sequence[int], share: float) -> list[int]:
+    """The positions of ``first`` by their rank in it and in ``second`` mixed,
+    ``share`` of the way to ``second``'s (0: ``first``; 1: ``second``), ties in
+    ``first``'s order."""
+    rank = {k: r for r, k in enumerate(second)}
+    mixed = {k: (1 - share) * r + share * rank[k] for r, k in enumerate(first)}
+    return sorted(first, key=lambda k: mixed[k])
+
+
 def _pick(
     instance: Instance, jobs: Sequence[JobDecision], order: Sequence[int], rng: random.Random
 ) -> int:
