@@ -9,41 +9,62 @@ import pytest
 
 from whale_opt.check import check
 from whale_opt.cpsat import model
+from whale_opt.cpsat.model import GUIDED_BLENDS, guided_count
+from whale_opt.decision import Status
 from whale_opt.generate import generate
 from whale_opt.options import SolveOptions
+from whale_opt.placement.order_search import blend_orders
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.solve import solve
 
 
-def _orders_searched(monkeypatch: pytest.MonkeyPatch) -> list[list[list[int]]]:
-    """Record the orders each order search starts from."""
-    seen: list[list[list[int]]] = []
-    improve = model.improve
+class _Recorded:
+    """What one round's search was given: the orders each order search started
+    from, the guided orders made, and how often the Lagrangian bound ran."""
 
-    def recording(instance: Any, orders: Sequence[Sequence[int]], *args: Any) -> Any:
-        seen.append([list(order) for order in orders])
-        return improve(instance, orders, *args)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.searched: list[list[list[int]]] = []
+        self.guided: list[list[int]] = []
+        self.bounds = 0
+        improve, by_starts, relax = model.improve, model.order_by_starts, model.solve_lagrangian
 
-    monkeypatch.setattr(model, "improve", recording)
-    return seen
+        def improving(instance: Any, orders: Sequence[Sequence[int]], *args: Any) -> Any:
+            self.searched.append([list(order) for order in orders])
+            return improve(instance, orders, *args)
+
+        def ordering(*args: Any) -> list[int]:
+            self.guided.append(by_starts(*args))
+            return self.guided[-1]
+
+        def relaxing(*args: Any) -> Any:
+            self.bounds += 1
+            return relax(*args)
+
+        monkeypatch.setattr(model, "improve", improving)
+        monkeypatch.setattr(model, "order_by_starts", ordering)
+        monkeypatch.setattr(model, "solve_lagrangian", relaxing)
 
 
-def test_an_unproven_round_also_searches_from_the_relaxations_order(
+# A loaded round (64 GPUs, 16 queued) its whole model leaves some 15% from proven at 5 s.
+LOADED = generate("fragmented", gpus=64, queued=16, seed=502)
+
+
+def test_an_unproven_round_also_searches_from_the_blends_of_the_relaxations_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A loaded round its whole model does not prove: the Lagrangian bound runs, and
-    # the starts its prices pick order the queue once more.
-    instance = generate("fragmented", gpus=64, queued=16, seed=502)
-    seen = _orders_searched(monkeypatch)
-    decision = solve(instance, "cpsat", SolveOptions(time_limit_s=2.0))
-    assert check(instance, decision) == []
-    assert decision.stats["guided_orders"] >= 1
-    (orders,) = seen
-    greedy = wspt_order(instance)
+    recorded = _Recorded(monkeypatch)
+    decision = solve(LOADED, "cpsat", SolveOptions(time_limit_s=2.0))
+    assert check(LOADED, decision) == []
+    assert decision.status is not Status.OPTIMAL, "the round was proven: pick a harder one"
+    assert recorded.bounds == 1
+    (guided,) = recorded.guided
+    (orders,) = recorded.searched
+    greedy = wspt_order(LOADED)
     assert orders[0] == greedy
-    assert len(orders) == 1 + decision.stats["guided_orders"]
-    for order in orders[1:]:
-        assert order != greedy and sorted(order) == sorted(greedy)
+    blends = [blend_orders(greedy, guided, share) for share in GUIDED_BLENDS]
+    expected = [order for k, order in enumerate(blends) if order not in [greedy, *blends[:k]]]
+    assert decision.stats["guided_orders"] == len(expected) >= 1
+    assert orders[1:] == expected
     assert decision.objective <= decision.stats["greedy_value"] + 1e-6
 
 
@@ -52,9 +73,29 @@ def test_a_deterministic_round_leaves_the_time_bound_prices_out(
 ) -> None:
     # The ascent stops at a wall-clock deadline: its prices must not decide a round
     # that reruns identically.
-    instance = generate("fragmented", gpus=64, queued=16, seed=502)
-    seen = _orders_searched(monkeypatch)
-    decision = solve(instance, "cpsat", SolveOptions(time_limit_s=2.0, preset="deterministic"))
-    assert check(instance, decision) == []
+    recorded = _Recorded(monkeypatch)
+    decision = solve(LOADED, "cpsat", SolveOptions(time_limit_s=2.0, preset="deterministic"))
+    assert check(LOADED, decision) == []
+    assert recorded.bounds == 1  # the bound ran ...
+    assert recorded.searched == [[wspt_order(LOADED)]]  # ... and the search took no order of it
     assert "guided_orders" not in decision.stats
-    assert all(orders == [wspt_order(instance)] for orders in seen)
+
+
+@pytest.mark.parametrize(
+    ("spare", "search_share", "given", "expected"),
+    [
+        (100.0, 0.5, 1, 3),  # time for all of them
+        (10.0, 0.5, 1, 2),  # a fifth of the time holds two list schedules
+        (5.5, 0.5, 1, 0),  # one would fit a fifth, but then the search would not start
+        (10.0, 0.5, 2, 1),  # a hint besides: the search's listing leaves room for one
+        (-7.0, 0.5, 1, 0),  # the bound ran past the deadline: none, not a negative count
+    ],
+)
+def test_the_guided_orders_never_crowd_out_the_order_search(
+    spare: float, search_share: float, given: int, expected: int
+) -> None:
+    # In units of one list schedule (greedy_s = 1 s).
+    count = guided_count(spare, search_share, 1.0, given)
+    assert count == expected
+    # The search still lists every order and one more within its share of the time.
+    assert count == 0 or (given + count + 1) < search_share * spare

@@ -71,6 +71,7 @@ def test_a_blend_of_two_orders_moves_between_them() -> None:
     assert order_search.blend_orders(first, second, 1.0) == second
     # Half way every mixed rank is 1.5: the first order's order breaks the ties.
     assert order_search.blend_orders(first, second, 0.5) == first
-    # A quarter of the way, only the far move shows: 3 overtakes nothing, 0 stays first.
+    # Pairs swapped in the second order: a quarter of the way the first still wins
+    # (0 at 0.25 before 1 at 0.75), three quarters of the way the second does.
     assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.25) == [0, 1, 2, 3]
     assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.75) == [1, 0, 3, 2]

@@ -42,7 +42,8 @@ the LP's optimum itself (measured to 1e-9). On loaded 64-GPU rounds of 16
 jobs the ascent stopped 2.5-3.5 points of the greedy short of it; on others
 it came within half a point. At the prices that gave the bound, each job's
 cheapest choice is a start for it (:class:`Lagrangian`): the CP-SAT round
-list-schedules the queue in that order too. Shares and CPU-only jobs are left out (a job
+blends the order of those starts with the greedy's and starts its order search
+from the blends too, when it has the time. Shares and CPU-only jobs are left out (a job
 left out of the capacity keeps the bound valid), as in the analytic bounds,
 and so is an NVLink price (some placement may not pay it).
 """

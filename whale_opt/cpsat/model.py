@@ -6,7 +6,8 @@
 2. A local search over list-scheduling orders improves it cheaply (from the
    greedy's order, the previous round's plan, and, when the Lagrangian bound
    runs, the order of the starts its prices pick blended with the greedy's
-   (:data:`GUIDED_BLENDS`)), then one
+   (:data:`GUIDED_BLENDS`; not with a deterministic preset: the bound's ascent
+   stops on the clock)), then one
    over the node each one-node job runs on and its place there
    (:mod:`whale_opt.placement.node_search`), cheaper still per move on large
    rounds.
@@ -100,6 +101,18 @@ def patience_seconds(preset: Preset, limit: float) -> float:
     if not preset.patience_share:
         return math.inf
     return max(preset.patience_share * limit, 0.5 * preset.round_limit_s)
+
+
+def guided_count(spare: float, search_share: float, greedy_s: float, given: int) -> int:
+    """How many of the Lagrangian prices' orders (:data:`GUIDED_BLENDS`) a round with
+    ``spare`` seconds left adds to the ``given`` orders its search starts from, each
+    a list schedule of about ``greedy_s``: as many as fit in :data:`GUIDED_SHARE`
+    of the time, and never so many that the order search (``search_share`` of the
+    time, listing every order and one more before its first move) would not start."""
+    each = max(greedy_s, 1e-6)
+    by_share = math.floor(GUIDED_SHARE * spare / each)
+    by_search = math.floor(search_share * spare / each) - given - 2
+    return max(0, min(len(GUIDED_BLENDS), by_share, by_search))
 
 
 def hint_order(
@@ -267,16 +280,18 @@ class CpSatPolicy:
             bound = max(bound, relaxed.bound)
             stats["bound_s"] += time.perf_counter() - tic
             if relaxed.starts and not preset.deterministic:  # its prices decide the order
+                searched = preset.small_search_share if small else preset.search_share
+                count = guided_count(
+                    deadline - time.perf_counter(), searched, stats["greedy_s"], len(orders)
+                )
                 guided = order_by_starts(instance, relaxed.starts, jobs, orders[0])
-                # Each order is one list schedule more before the search moves:
-                # at most GUIDED_SHARE of the time left.
-                room = GUIDED_SHARE * (deadline - time.perf_counter())
-                count = min(len(GUIDED_BLENDS), int(room / max(stats["greedy_s"], 1e-6)))
-                for share in GUIDED_BLENDS[:count]:
-                    blended = blend_orders(orders[0], guided, share)
-                    if blended not in orders:
+                added = 0
+                for blend in GUIDED_BLENDS:
+                    blended = blend_orders(orders[0], guided, blend)
+                    if added < count and blended not in orders:
                         orders.append(blended)
-                        stats["guided_orders"] = stats.get("guided_orders", 0) + 1
+                        added += 1
+                stats["guided_orders"] = added
         if instance.queue and bound < value - 1e-9 and not proven:
             patience.restart()
             spare = deadline - time.perf_counter()
