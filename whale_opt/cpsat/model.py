@@ -255,7 +255,12 @@ class CpSatPolicy:
         small = len(instance.queue) <= preset.exact_jobs  # one whole model's size
         if instance.queue and bound < value - 1e-9 and small:
             spare = deadline - time.perf_counter()
-            share = preset.exact_share
+            # A queue of at most hood_size jobs: its whole model gets all the time. Given
+            # half (exact_share), with the order search after it, each round's objective
+            # came out better but the replays' worse: the 256-GPU dgx1 replay of
+            # bench/VERSUS_WSPT.md +1.4-1.6% against wspt in four runs, -0.0-0.2%
+            # with all of it (bench/GUIDED_ORDER.md, bisected to c68a905).
+            share = 1.0 if len(instance.queue) <= preset.hood_size else preset.exact_share
             if options.report_bound:  # room for the Lagrangian bound, if the model is not proven
                 share = min(share, 1.0 - LAGRANGIAN_SHARE)
             jobs, value, proven = exact_round(

@@ -42,11 +42,10 @@ class Preset:
     ``round_limit_s``: wall seconds one neighbourhood's CP-SAT call may take
     at most. ``exact_jobs``: rounds of at most this many queued jobs are
     first solved as one exact model (:func:`whale_opt.cpsat.lns.exact_round`),
-    given ``exact_share`` of the time left (``exact_deterministic_s`` of CP-SAT
+    given ``exact_share`` of the time left when the queue is larger than
+    ``hood_size`` (all of it otherwise; ``exact_deterministic_s`` of CP-SAT
     deterministic time with a deterministic preset); 0 turns it off. A model
-    that is not proven in that time leaves the rest to the other searches:
-    on small queues too, where CP-SAT's own search improves on the greedy less
-    than they do.
+    that is not proven in that time leaves the rest to the other searches.
     ``patience_share``: the round ends once its search has gone this share of
     the time limit (at least half of ``round_limit_s``) without progress
     (:mod:`whale_opt.patience`); 0: never (a deterministic preset must keep
