@@ -169,13 +169,19 @@ def _starts(relaxation: _Relaxation, uses: _Uses, lam: np.ndarray) -> dict[int, 
     """Per job the relaxation places at prices ``lam``, its cheapest choice's start."""
     r = relaxation
     _, cost, least = _value(r, uses, lam)
-    counts, firsts = r.runs
-    starts = {}
-    for j in np.nonzero((counts > 0) & (least < r.defer))[0].tolist():
-        first = int(firsts[j])
-        choice = first + int(np.argmin(cost[first : first + int(counts[j])]))
-        starts[r.positions[j]] = float(r.lo[choice])
-    return starts
+    chosen = _cheapest(r, cost, least)
+    return {r.positions[j]: float(r.lo[chosen[j]]) for j in np.nonzero(chosen >= 0)[0].tolist()}
+
+
+def _cheapest(relaxation: _Relaxation, cost: np.ndarray, least: np.ndarray) -> np.ndarray:
+    """Per job, the index of its cheapest choice at ``cost`` (the first of equals;
+    ``least`` the least per job), or -1 where it is deferred (cheaper, or no choice)."""
+    r = relaxation
+    ties = np.nonzero(cost <= least[r.job])[0][::-1]  # the first of equals written last
+    chosen = np.full(len(r.defer), -1)
+    chosen[r.job[ties]] = ties
+    chosen[least >= r.defer] = -1
+    return chosen
 
 
 def _relax(instance: Instance) -> _Relaxation | float:
@@ -443,7 +449,6 @@ def _ascend(
     the prices that gave it."""
     r = relaxation
     grid = r.grid
-    jobs = len(r.defer)
     room = r.room
     lam = np.zeros_like(room)  # a price per family and bucket
     best, best_lam = -math.inf, lam
@@ -459,13 +464,10 @@ def _ascend(
                 factor, stall = factor / 2, 0
         if factor < MIN_STEP or best >= upper or time.perf_counter() >= deadline:
             return best, best_lam
-        # Each placed job's cheapest choice (the first of equals), and the use it makes.
-        placed = least < r.defer
-        ties = np.nonzero(cost <= least[r.job])[0][::-1]
-        chosen = np.full(jobs, -1)
-        chosen[r.job[ties]] = ties
+        # Each placed job's cheapest choice, and the use it makes.
+        chosen = _cheapest(r, cost, least)
         picked = np.zeros(len(cost), dtype=bool)
-        picked[chosen[placed]] = True
+        picked[chosen[chosen >= 0]] = True
         grad = uses.made(picked, grid) - room + DEFLECT * previous
         grad[(lam <= 0) & (grad < 0)] = 0.0  # projected: a zero price stays put
         previous = grad  # the direction, deflected and projected
