@@ -5,6 +5,7 @@ Run alone on an idle machine::
     .venv/bin/python bench/sim_bench.py                  # wspt
     .venv/bin/python bench/sim_bench.py --cpsat 2        # and cpsat, 2 s a round
     .venv/bin/python bench/sim_bench.py --jobs 1000      # a quick look
+    .venv/bin/python bench/sim_bench.py --cpsat 2 --preset quick  # cpsat's quick preset
 
 Prints the wall time of each replay, the side-by-side summary, and each
 policy's weighted JCT over the replay's floor (:mod:`whale_opt.sim.floor`).
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--period", type=int, default=0, help="periodic rounds (0: none)")
     parser.add_argument("--cpsat", type=float, default=None, help="also cpsat, seconds a round")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", default=None, help="cpsat's preset (default: default)")
     args = parser.parse_args()
 
     cluster = synthetic_cluster(args.gpus, seed=args.seed)
@@ -45,7 +47,8 @@ def main() -> None:
     )
     runs = [base]
     if args.cpsat is not None:
-        runs.append(SimConfig(**{**base.__dict__, "policy": "cpsat", "time_limit_s": args.cpsat}))
+        changes = {"policy": "cpsat", "time_limit_s": args.cpsat, "preset": args.preset}
+        runs.append(SimConfig(**{**base.__dict__, **changes}))
     results = []
     for config in runs:
         tic = time.perf_counter()

@@ -111,3 +111,45 @@ def test_a_bound_before_any_solution_is_not_progress(clock: Clock) -> None:
     clock.now = 101.0
     watch.bound_rose(10.0)
     assert patience.stop_at(math.inf) == pytest.approx(102.0)
+
+
+def test_with_a_gain_crumbs_are_not_progress_until_they_add_up(clock: Clock) -> None:
+    patience = Patience(2.0, gain=0.01)
+    patience.restart(1000.0)
+    clock.now = 101.0
+    patience.progress(995.0)  # 0.5% better: a crumb, the clock runs on
+    assert patience.stop_at(math.inf) == pytest.approx(102.0)
+    clock.now = 101.5
+    patience.progress(989.0)  # 1.1% below the 1000 that last counted: progress
+    assert patience.stop_at(math.inf) == pytest.approx(103.5)
+    clock.now = 102.0
+    patience.improved_by(5.0)  # 984: half a percent below 989, a crumb again
+    assert patience.value == pytest.approx(984.0)
+    assert patience.stop_at(math.inf) == pytest.approx(103.5)
+    patience.improved_by(6.0)  # 978: 1.1% below 989
+    assert patience.stop_at(math.inf) == pytest.approx(104.0)
+
+
+def test_without_a_gain_any_better_decision_is_progress(clock: Clock) -> None:
+    patience = Patience(2.0)
+    patience.restart(1000.0)
+    clock.now = 101.0
+    patience.progress(999.999)
+    assert patience.stop_at(math.inf) == pytest.approx(103.0)
+    clock.now = 102.0
+    # A search's own better decision, still above the round's: progress, as before
+    # there was a gain (the search reports only what beats its own best).
+    patience.progress(1000.5)
+    assert patience.stop_at(math.inf) == pytest.approx(104.0)
+
+
+def test_a_gain_in_a_cp_sat_search_is_measured_in_its_own_units(clock: Clock) -> None:
+    patience = Patience(2.0, gain=0.01)
+    patience.restart(5.0)  # the round's objective, in other units than the model's
+    watch = GapWatch(patience)
+    watch.solution(1000.0)  # the first solution: the search starts
+    clock.now = 101.0
+    watch.solution(995.0)
+    assert patience.stop_at(math.inf) == pytest.approx(102.0)
+    watch.solution(985.0)  # 1.5% below the first
+    assert patience.stop_at(math.inf) == pytest.approx(103.0)

@@ -50,8 +50,23 @@ def test_a_round_that_stops_improving_returns_early_with_a_checked_decision(fami
     assert decision.wall_s < 25.0
 
 
+def test_a_round_whose_gains_are_crumbs_ends_at_its_patience() -> None:
+    # A gain of the whole objective: no better decision counts as progress, so each
+    # search ends one patience (0.6 s) after it starts, whatever it still finds.
+    instance = generate("hetero", gpus=256, queued=120, seed=7)
+    policy = CpSatPolicy()
+    policy.preset = dataclasses.replace(policy.preset, patience_share=0.02, patience_gain=1.0)
+    decision = policy.decide(instance, SolveOptions(time_limit_s=30.0))
+    assert check(instance, decision) == []
+    assert decision.objective <= decision.stats["greedy_value"] + 1e-6
+    assert decision.stats["stalled"] == 1
+    assert decision.wall_s < 10.0
+
+
 def test_the_quick_preset_has_a_patience_and_the_others_have_none() -> None:
     assert load_preset("quick").patience_share > 0
+    assert load_preset("quick").patience_gain > 0
+    assert load_preset("default").patience_gain == 0
     assert load_preset("default").patience_share == 0
     assert load_preset("deterministic").patience_share == 0
     with pytest.raises(ValueError, match="deterministic with a patience"):

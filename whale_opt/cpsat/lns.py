@@ -280,7 +280,7 @@ def large_neighbourhood_search(
         merged, merged_value = _merge(instance, incumbent, preempted, hood, result)
         if merged_value < value - 1e-9 * max(1.0, value):
             jobs, value = merged, merged_value
-            patience.progress()
+            patience.progress(value)
             stats.improvements += 1
             stats.improved_by[strategy] = stats.improved_by.get(strategy, 0) + 1
         spent = time.perf_counter() - round_started - result.solve_s

@@ -251,7 +251,7 @@ class CpSatPolicy:
         preset = self.preset
         proven = False
         # From here on the round may end early, once its search stops finding better.
-        patience = Patience(patience_seconds(preset, limit))
+        patience = Patience(patience_seconds(preset, limit), gain=preset.patience_gain)
         small = len(instance.queue) <= preset.exact_jobs  # one whole model's size
         if instance.queue and bound < value - 1e-9 and small:
             spare = deadline - time.perf_counter()
@@ -298,7 +298,7 @@ class CpSatPolicy:
                         added += 1
                 stats["guided_orders"] = added
         if instance.queue and bound < value - 1e-9 and not proven:
-            patience.restart()
+            patience.restart(value)
             spare = deadline - time.perf_counter()
             share = preset.small_search_share if small else preset.search_share
             stop = time.perf_counter() + spare * share
@@ -318,7 +318,7 @@ class CpSatPolicy:
             spare = deadline - stats["greedy_s"] - time.perf_counter()
             roomy = preset.deterministic or spare > 2 * stats["greedy_s"]
             if bound < value - 1e-9 and preset.node_share > 0 and roomy:
-                patience.restart()
+                patience.restart(value)
                 stop, moves = time.perf_counter() + spare * preset.node_share, None
                 if preset.deterministic:
                     stop, moves = deadline, preset.node_moves
@@ -332,7 +332,7 @@ class CpSatPolicy:
                     node_value=value,
                 )
             if bound < value - 1e-9:
-                patience.restart()
+                patience.restart(value)
                 jobs, value = large_neighbourhood_search(
                     instance,
                     jobs,

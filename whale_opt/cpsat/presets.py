@@ -49,7 +49,9 @@ class Preset:
     ``patience_share``: the round ends once its search has gone this share of
     the time limit (at least half of ``round_limit_s``) without progress
     (:mod:`whale_opt.patience`); 0: never (a deterministic preset must keep
-    it 0: the wall clock would decide).
+    it 0: the wall clock would decide); ``patience_gain``: a better decision is
+    progress only once it is this share of the objective below the last that
+    was (0: any better one).
     """
 
     name: str
@@ -69,6 +71,7 @@ class Preset:
     exact_share: float = 0.5
     exact_deterministic_s: float = 2.0
     patience_share: float = 0.0
+    patience_gain: float = 0.0
 
     def __post_init__(self) -> None:
         if self.deterministic and self.patience_share:  # a packaged file is wrong: a bug

@@ -217,7 +217,7 @@ class NodeSearch:
                 gained -= delta
                 self.moved += 1
                 fruitless = 0
-                patience.progress()
+                patience.improved_by(-delta)
         return gained
 
     def _insert(self, k: int, a: int, b: int, rng: random.Random) -> float:

@@ -94,7 +94,7 @@ def improve(
         jobs, snaps = search.run(order, min(i, j), best_snaps)
         value = objective(instance, jobs)
         if value < best_value:
-            patience.progress()
+            patience.progress(value)
         if value <= best_value:
             best_jobs, best_value, best_order, best_snaps = jobs, value, order, snaps
     return best_jobs, best_value
