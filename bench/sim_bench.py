@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 from whale_opt.sim import SimConfig, simulate, synthetic_cluster, synthetic_trace
 from whale_opt.sim.floor import over_floor, replay_floor
@@ -47,8 +48,7 @@ def main() -> None:
     )
     runs = [base]
     if args.cpsat is not None:
-        changes = {"policy": "cpsat", "time_limit_s": args.cpsat, "preset": args.preset}
-        runs.append(SimConfig(**{**base.__dict__, **changes}))
+        runs.append(replace(base, policy="cpsat", time_limit_s=args.cpsat, preset=args.preset))
     results = []
     for config in runs:
         tic = time.perf_counter()
