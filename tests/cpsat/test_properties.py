@@ -92,9 +92,9 @@ def test_unknown_preset_raises_naming_the_known_ones() -> None:
 
 def test_a_preset_with_a_base_is_that_preset_with_its_own_keys_over_it() -> None:
     default, quick, fast = (load_preset(name) for name in ("default", "quick", "fast"))
-    assert dataclasses.replace(quick, name="default", patience_share=0.0, patience_gain=0.0) == (
-        default
-    )
+    own = {"patience_share": 0.0, "patience_gain": 0.0, "round_limit_s": default.round_limit_s}
+    assert dataclasses.replace(quick, name="default", **own) == default
+    assert quick.round_limit_s < default.round_limit_s
     assert fast.parameters == {**default.parameters, "max_presolve_iterations": 1}
     assert fast.nodes_per_job == 4
     assert dataclasses.replace(fast, parameters=default.parameters, nodes_per_job=6) == (
