@@ -124,7 +124,9 @@ class Neighbourhood:
     ``victims`` are running jobs whose preemption the model decides (their
     GPUs are free on ``timeline``; keeping one is an optional interval);
     ``preempted`` the incumbent's other preemptions, fixed (justified by
-    fixed jobs).
+    fixed jobs). Solved once: decoding a solution
+    (:func:`whale_opt.cpsat.solution.decode`) commits it to ``timeline``, so
+    a second solve would see the first one's jobs as fixed; build it anew.
     """
 
     instance: Instance

@@ -119,7 +119,8 @@ def _hint_job(
 def decode(
     hood: Neighbourhood, variables: Variables, solver: cp_model.CpSolver
 ) -> tuple[dict[int, JobDecision], frozenset[int]]:
-    """The freed jobs' decisions and the victims the solution preempts."""
+    """The freed jobs' decisions and the victims the solution preempts, committed
+    to ``hood.timeline`` (kept victims and placed jobs), which is then spent."""
     instance = hood.instance
     timeline = hood.timeline
     preempted = set()
