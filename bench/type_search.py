@@ -14,9 +14,10 @@ For one generated round, with ``U`` cpsat's 5 s objective:
    ascent of at most ``--ascent`` seconds; it survives if that bound is still
    below ``U`` by more than :data:`TOLERANCE` of it.
 
-What survives both would be left to CP-SAT with the types fixed (which
-closes some such models in under a second: ``bench/whole_bound.py
---fix-types``). It reads the bound's internals (``_relax``, ``_ascend``,
+3. With ``--close S``, what survives both goes to CP-SAT: the whole round's
+   model with the assignment's types fixed, ``S`` seconds each, tallied as
+   proved no better (or infeasible), better, or open. Every assignment
+   closed "no better" would prove ``U`` optimal. It reads the bound's internals (``_relax``, ``_ascend``,
 ``_lp_prices``, ``_value``): a measurement, not an API.
 
     PYTHONPATH=<clone> python <clone>/bench/type_search.py --family hetero --gpus 128 --seed 501
@@ -29,17 +30,22 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from ortools.sat.python import cp_model
 
 from whale_opt.bounds import lagrangian
 from whale_opt.bounds.analytic import usage_floor
+from whale_opt.cpsat.cpmodel import NeighbourhoodModel, outside_cost
+from whale_opt.cpsat.lns import whole_neighbourhood
+from whale_opt.cpsat.presets import load_preset
 from whale_opt.generate import generate
 from whale_opt.problem_data import Instance
-from whale_opt.solve import solve
+from whale_opt.solve import solve, wspt_greedy
 
 DEFER = "deferred"
 # A re-bound this close to cpsat's objective rules the assignment out: the ascent stops
 # once it reaches its target (cpsat's objective), and the bound is shaded by 1e-9.
 TOLERANCE = 1e-6
+FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 Options = list[list[tuple[float, str]]]  # per relaxed job: (delta, type or DEFER), cheapest first
 
 
@@ -104,6 +110,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=501)
     parser.add_argument("--check", type=int, default=300, help="assignments re-bounded at most")
     parser.add_argument("--ascent", type=float, default=2.0, help="seconds per re-bound")
+    parser.add_argument(
+        "--close", type=float, default=0.0, help="then CP-SAT seconds per survivor (0: none)"
+    )
     args = parser.parse_args()
 
     instance = generate(args.family, gpus=args.gpus, queued=args.queued, seed=args.seed)
@@ -118,7 +127,8 @@ def main() -> None:
     print(f"type assignments surviving the prices: {len(alive):,} of {total:,}")
     tic = time.perf_counter()
     checked = alive[: args.check]
-    below = deferring = 0
+    below: list[dict[int, str]] = []
+    deferring = 0
     for chosen in checked:
         if DEFER in chosen.values():
             deferring += 1  # a deferral is not a type the instance can hold a job to
@@ -129,11 +139,60 @@ def main() -> None:
         )
         deadline = time.perf_counter() + args.ascent
         bound = lagrangian.lagrangian_bound(instance.replace(queue=queue), upper, deadline)
-        below += bound < upper * (1 - TOLERANCE)
+        if bound < upper * (1 - TOLERANCE):
+            below.append(chosen)
     print(
         f"re-bounded with their types held: {len(checked) - deferring} of {len(checked)} "
-        f"({deferring} defer a job, not re-bounded); still below cpsat: {below}; "
+        f"({deferring} defer a job, not re-bounded); still below cpsat: {len(below)}; "
         f"{time.perf_counter() - tic:.1f} s"
+    )
+    if args.close:
+        close(instance, upper, below, args.close)
+    complete = len(alive) < 10**6 and len(checked) == len(alive) and not deferring
+    if args.close and complete:
+        print("every surviving assignment was checked: the tally above covers them all")
+
+
+def close(
+    instance: Instance, upper: float, assignments: list[dict[int, str]], limit: float
+) -> None:
+    """CP-SAT on the whole round's model with each assignment's types fixed: how many
+    it proves no better than ``upper`` (or infeasible), finds better, or leaves open."""
+    greedy = wspt_greedy(instance)
+    tally = {"no better": 0, "better": 0, "open": 0}
+    slowest = 0.0
+    tic = time.perf_counter()
+    for chosen in assignments:
+        hood, _, _ = whole_neighbourhood(instance, greedy)
+        built = NeighbourhoodModel(hood)
+        held = [
+            v.on_type.get(chosen[item.position])
+            for item, v in zip(hood.jobs, built.variables.jobs, strict=True)
+            if item.position in chosen
+        ]
+        if any(lit is None for lit in held):  # no node of that type can ever host the job
+            tally["no better"] += 1
+            continue
+        for lit in held:
+            built.model.add(lit == 1)
+        solver = cp_model.CpSolver()
+        for key, value in load_preset(None).parameters.items():
+            setattr(solver.parameters, key, value)
+        solver.parameters.max_time_in_seconds = limit
+        status = solver.solve(built.model)
+        slowest = max(slowest, solver.wall_time)
+        value = built.objective.value(solver) + outside_cost(hood) if status in FOUND else None
+        if status == cp_model.INFEASIBLE or (
+            status == cp_model.OPTIMAL and value is not None and value >= upper * (1 - TOLERANCE)
+        ):
+            tally["no better"] += 1
+        elif value is not None and value < upper * (1 - TOLERANCE):
+            tally["better"] += 1
+        else:
+            tally["open"] += 1
+    print(
+        f"CP-SAT with the types fixed ({limit:g} s each): {tally}; slowest "
+        f"{slowest:.2f} s, all {time.perf_counter() - tic:.1f} s"
     )
 
 
