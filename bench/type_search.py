@@ -13,14 +13,16 @@ For one generated round, with ``U`` cpsat's 5 s objective:
    Lagrangian bound of the round with every job held to its type, a fresh
    ascent of at most ``--ascent`` seconds; it survives if that bound is still
    below ``U`` by more than :data:`TOLERANCE` of it.
-
 3. With ``--close S``, what survives both goes to CP-SAT: the whole round's
    model with the assignment's types fixed, ``S`` seconds each, tallied as
    proved no better (or infeasible), better, or open. Every assignment
-   closed "no better" would prove ``U`` optimal. It reads the bound's internals (``_relax``, ``_ascend``,
-``_lp_prices``, ``_value``): a measurement, not an API.
+   closed "no better" would prove ``U`` optimal.
 
-    PYTHONPATH=<clone> python <clone>/bench/type_search.py --family hetero --gpus 128 --seed 501
+It reads the bound's internals (``_relax``, ``_ascend``, ``_lp_prices``,
+``_value``): a measurement, not an API.
+
+    PYTHONPATH=<clone> python <clone>/bench/type_search.py --family hetero --gpus 128 --seed 501 \
+        --close 5
 """
 
 from __future__ import annotations
