@@ -27,9 +27,10 @@ It reads the bound's internals (``_relax``, ``_ascend``, ``_lp_prices``,
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -39,15 +40,16 @@ from whale_opt.bounds.analytic import usage_floor
 from whale_opt.cpsat.cpmodel import NeighbourhoodModel, outside_cost
 from whale_opt.cpsat.lns import whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
-from whale_opt.generate import generate
 from whale_opt.problem_data import Instance
 from whale_opt.solve import solve, wspt_greedy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from whole_bound import FOUND, one_round, round_parser, solve_model  # a sibling script
 
 DEFER = "deferred"
 # A re-bound this close to cpsat's objective rules the assignment out: the ascent stops
 # once it reaches its target (cpsat's objective), and the bound is shaded by 1e-9.
 TOLERANCE = 1e-6
-FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 Options = list[list[tuple[float, str]]]  # per relaxed job: (delta, type or DEFER), cheapest first
 
 
@@ -105,11 +107,7 @@ def survivors(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", default="hetero")
-    parser.add_argument("--gpus", type=int, default=128)
-    parser.add_argument("--queued", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=501)
+    parser = round_parser(__doc__.splitlines()[0], gpus=128, seed=501)
     parser.add_argument("--check", type=int, default=300, help="assignments re-bounded at most")
     parser.add_argument("--ascent", type=float, default=2.0, help="seconds per re-bound")
     parser.add_argument(
@@ -117,7 +115,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    instance = generate(args.family, gpus=args.gpus, queued=args.queued, seed=args.seed)
+    instance = one_round(args)
     upper = solve(instance, "cpsat", time_limit_s=5).objective
     slack, positions, options = priced_options(instance, upper)
     total = int(np.prod([len(mine) for mine in options], dtype=float))
@@ -177,11 +175,7 @@ def close(
             continue
         for lit in held:
             built.model.add(lit == 1)
-        solver = cp_model.CpSolver()
-        for key, value in load_preset(None).parameters.items():
-            setattr(solver.parameters, key, value)
-        solver.parameters.max_time_in_seconds = limit
-        status = solver.solve(built.model)
+        solver, status = solve_model(built.model, load_preset(None).parameters, limit)
         slowest = max(slowest, solver.wall_time)
         value = built.objective.value(solver) + outside_cost(hood) if status in FOUND else None
         if status == cp_model.INFEASIBLE or (

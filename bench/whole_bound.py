@@ -27,6 +27,7 @@ from whale_opt.cpsat.lns import whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import objective
 from whale_opt.generate import generate
+from whale_opt.problem_data import Instance
 from whale_opt.solve import solve, wspt_greedy
 
 FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -51,12 +52,24 @@ def parse_variant(text: str) -> dict[str, Any]:
     return parameters
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def round_parser(description: str, gpus: int, seed: int) -> argparse.ArgumentParser:
+    """A parser with the generated round's options: ``--family``, ``--gpus``,
+    ``--queued`` (16) and ``--seed``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--family", default="hetero")
-    parser.add_argument("--gpus", type=int, default=64)
+    parser.add_argument("--gpus", type=int, default=gpus)
     parser.add_argument("--queued", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=seed)
+    return parser
+
+
+def one_round(args: argparse.Namespace) -> Instance:
+    """The round :func:`round_parser`'s options name."""
+    return generate(args.family, gpus=args.gpus, queued=args.queued, seed=args.seed)
+
+
+def main() -> None:
+    parser = round_parser(__doc__.splitlines()[0], gpus=64, seed=500)
     parser.add_argument("--limit", type=float, default=10.0, help="CP-SAT seconds a variant")
     parser.add_argument("--variant", action="append", default=[], help="key=value,...")
     parser.add_argument(
@@ -64,7 +77,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    instance = generate(args.family, gpus=args.gpus, queued=args.queued, seed=args.seed)
+    instance = one_round(args)
     greedy = wspt_greedy(instance)
     decision = solve(instance, "cpsat", time_limit_s=5)
     if check(instance, decision):
@@ -85,21 +98,22 @@ def main() -> None:
         outside = outside_cost(hood)  # jobs no node can host: deferred in every decision
         built = NeighbourhoodModel(hood)
         parameters = {**preset.parameters, **parse_variant(variant)}
-        solver, status = _solve(built.model, parameters, args.limit)
+        solver, status = solve_model(built.model, parameters, args.limit)
         _report(f"CP-SAT {variant or 'as the preset'}", built, solver, status, outside, best)
         if args.fix_types and status in FOUND:
             # The same model with every job's GPU type (and deferral) fixed to that solution's.
             for v in built.variables.jobs:
                 for lit in (v.deferred, *v.on_type.values()):
                     built.model.add(lit == solver.value(lit))
-            fixed, status = _solve(built.model, preset.parameters, args.limit)
+            fixed, status = solve_model(built.model, preset.parameters, args.limit)
             _report("  its types fixed", built, fixed, status, outside, best)
 
 
-def _solve(
+def solve_model(
     model: cp_model.CpModel, parameters: dict[str, Any], limit: float
 ) -> tuple[cp_model.CpSolver, Any]:
-    """The solver after solving ``model``, and its status."""
+    """The solver after solving ``model`` (CP-SAT ``parameters``, ``limit`` seconds),
+    and its status."""
     solver = cp_model.CpSolver()
     for key, value in parameters.items():
         setattr(solver.parameters, key, value)
