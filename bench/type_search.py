@@ -18,7 +18,7 @@ For one generated round, with ``U`` cpsat's 5 s objective:
    proved no better (or infeasible), better, or open. Every assignment
    closed "no better" would prove ``U`` optimal.
 
-It reads the bound's internals (``_relax``, ``_ascend``, ``_lp_prices``,
+It reads the bound's internals (``_relax``, ``_Uses``, ``_best_prices``,
 ``_value``): a measurement, not an API.
 
     PYTHONPATH=<clone> python <clone>/bench/type_search.py --family hetero --gpus 128 --seed 501 \
@@ -61,10 +61,10 @@ def priced_options(instance: Instance, upper: float) -> tuple[float, list[int], 
     if isinstance(relaxation, float):
         raise SystemExit(f"{instance.name}: no job has a choice to price")
     uses = lagrangian._Uses.of(relaxation)
-    best, prices = lagrangian._ascend(relaxation, uses, upper - floor, time.perf_counter() + 5)
-    duals = lagrangian._lp_prices(relaxation, uses, time.perf_counter() + 30)
-    if duals is not None and lagrangian._value(relaxation, uses, duals)[0] > best:
-        prices = duals
+    started = time.perf_counter()
+    _, prices = lagrangian._best_prices(
+        relaxation, uses, upper - floor, started + 5, lp_deadline=started + 35
+    )
     value, cost, least = lagrangian._value(relaxation, uses, prices)
     base = np.minimum(least, relaxation.defer)
     runs = relaxation.end - relaxation.lo  # a choice's duration tells its type
@@ -159,6 +159,7 @@ def close(
     """CP-SAT on the whole round's model with each assignment's types fixed: how many
     it proves no better than ``upper`` (or infeasible), finds better, or leaves open."""
     greedy = wspt_greedy(instance)
+    parameters = load_preset(None).parameters
     tally = {"no better": 0, "better": 0, "open": 0}
     slowest = 0.0
     tic = time.perf_counter()
@@ -175,7 +176,7 @@ def close(
             continue
         for lit in held:
             built.model.add(lit == 1)
-        solver, status = solve_model(built.model, load_preset(None).parameters, limit)
+        solver, status = solve_model(built.model, parameters, limit)
         slowest = max(slowest, solver.wall_time)
         value = built.objective.value(solver) + outside_cost(hood) if status in FOUND else None
         if status == cp_model.INFEASIBLE or (

@@ -155,14 +155,28 @@ def solve_lagrangian(instance: Instance, upper: float, deadline: float) -> Lagra
     if isinstance(relaxation, float):
         return Lagrangian(relaxation * (1 - SAFETY) + floor, {})
     uses = _Uses.of(relaxation)
+    best, lam = _best_prices(relaxation, uses, upper, deadline)
+    return Lagrangian(best * (1 - SAFETY) + floor, _starts(relaxation, uses, lam))
+
+
+def _best_prices(
+    relaxation: _Relaxation,
+    uses: _Uses,
+    upper: float,
+    deadline: float,
+    lp_deadline: float | None = None,
+) -> tuple[float, np.ndarray]:
+    """The best ``L(lam)`` found and its prices: the ascent's, or the LP's dual
+    prices when the LP fits by ``lp_deadline`` (``deadline`` when None) and they
+    give more; ``upper`` in the relaxation's units (the GPU-second prices left out)."""
     best, lam = _ascend(relaxation, uses, upper, deadline)
     if best < upper:
-        prices = _lp_prices(relaxation, uses, deadline)
+        prices = _lp_prices(relaxation, uses, deadline if lp_deadline is None else lp_deadline)
         if prices is not None:
             value = _value(relaxation, uses, prices)[0]
             if value > best:
                 best, lam = value, prices
-    return Lagrangian(best * (1 - SAFETY) + floor, _starts(relaxation, uses, lam))
+    return best, lam
 
 
 def _starts(relaxation: _Relaxation, uses: _Uses, lam: np.ndarray) -> dict[int, float]:
