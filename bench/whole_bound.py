@@ -6,10 +6,14 @@ and the bound CP-SAT reaches on the whole round's model (every queued job freed)
 within ``--limit`` seconds, under the default preset's parameters and each
 ``--variant`` (CP-SAT parameters over them, ``key=value,key=value``); with
 ``--fix-types``, also the bound once every job's GPU type is fixed to that
-solution's (is the type choice what weakens the model's relaxation?).
+solution's (is the type choice what weakens the model's relaxation?). The
+model is hinted with the greedy's decision, or with cpsat's (``--hint cpsat``:
+how much is left to prove once the round's best decision is known?). A
+parameter's value with ``+`` in it is a list (``subsolvers=default_lp+objective_lb_search``).
 
     PYTHONPATH=<clone> python <clone>/bench/whole_bound.py --family hetero --gpus 64 --seed 500 \
-        --variant linearization_level=2 --variant num_workers=2
+        --variant linearization_level=2 --variant num_workers=2 \
+        --variant num_workers=2,num_full_subsolvers=2,subsolvers=default_lp+objective_lb_search
 """
 
 from __future__ import annotations
@@ -34,13 +38,16 @@ FOUND = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
 
 def parse_variant(text: str) -> dict[str, Any]:
-    """``key=value,key=value`` as CP-SAT parameters (ints, floats and booleans parsed)."""
+    """``key=value,key=value`` as CP-SAT parameters (ints, floats and booleans parsed;
+    ``a+b`` a list of strings)."""
     parameters: dict[str, Any] = {}
     for pair in filter(None, text.split(",")):
         key, _, raw = pair.partition("=")
         value: Any = raw
         if raw in ("true", "false"):
             value = raw == "true"
+        elif "+" in raw:
+            value = raw.split("+")
         else:
             for kind in (int, float):
                 try:
@@ -75,6 +82,9 @@ def main() -> None:
     parser.add_argument(
         "--fix-types", action="store_true", help="also solve with the types of each solution fixed"
     )
+    parser.add_argument(
+        "--hint", choices=("greedy", "cpsat"), default="greedy", help="the model's hint"
+    )
     args = parser.parse_args()
 
     instance = one_round(args)
@@ -94,7 +104,8 @@ def main() -> None:
         print(f"{name} bound {bound:,.0f} ({1 - bound / best:.1%} below cpsat)")
     preset = load_preset(None)
     for variant in ["", *args.variant]:
-        hood, _, _ = whole_neighbourhood(instance, greedy)
+        hint = greedy if args.hint == "greedy" else list(decision.jobs)
+        hood, _, _ = whole_neighbourhood(instance, hint)
         outside = outside_cost(hood)  # jobs no node can host: deferred in every decision
         built = NeighbourhoodModel(hood)
         parameters = {**preset.parameters, **parse_variant(variant)}
@@ -116,7 +127,10 @@ def solve_model(
     and its status."""
     solver = cp_model.CpSolver()
     for key, value in parameters.items():
-        setattr(solver.parameters, key, value)
+        if isinstance(value, list):  # a repeated field
+            getattr(solver.parameters, key).extend(value)
+        else:
+            setattr(solver.parameters, key, value)
     solver.parameters.max_time_in_seconds = limit
     return solver, solver.solve(model)
 
