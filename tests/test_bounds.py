@@ -366,3 +366,27 @@ def test_cpsat_reports_the_higher_bound() -> None:
     assert decision.objective == pytest.approx(11_000)
     assert decision.bound >= 10_900
     assert "bound_s" in decision.stats
+
+
+@pytest.mark.parametrize("family", ["mixed", "fragmented"])
+def test_ascent_use_per_bucket_is_each_use_integrated_over_the_bucket(family: str) -> None:
+    """``_Uses.made`` (running sums over the buckets the use ends fall in) against each
+    picked use's overlap with each bucket, summed directly."""
+    import numpy as np
+
+    instance = generate(family, gpus=128, queued=40, seed=3)
+    relaxation = lagrangian._relax(instance)
+    assert not isinstance(relaxation, float)
+    uses = lagrangian._Uses.of(relaxation)
+    grid = relaxation.grid
+    rng = np.random.default_rng(0)
+    for share in (0.02, 0.3):
+        picked = rng.random(len(relaxation.cost)) < share
+        expected = np.zeros((uses.families, len(grid) - 1))
+        for k in np.nonzero(picked[uses.choice])[0]:
+            a, c = uses.hi[k], uses.end[k]
+            overlap = np.clip(np.minimum(c, grid[1:]) - np.maximum(a, grid[:-1]), 0.0, None)
+            expected[uses.family[k]] += uses.amount[k] * overlap
+        made = uses.made(picked, grid)
+        assert made.min() >= 0.0
+        assert np.allclose(made, expected, rtol=1e-9, atol=1e-6 * max(1.0, expected.max()))

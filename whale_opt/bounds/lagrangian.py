@@ -546,14 +546,25 @@ class _Uses:
         )
 
     def made(self, picked: np.ndarray, grid: np.ndarray) -> np.ndarray:
-        """Per family and bucket, the use the ``picked`` choices make of it."""
+        """Per family and bucket, the use the ``picked`` choices make of it.
+
+        A use of ``u`` over ``[a, c)`` has used ``u * (ramp(g - a) - ramp(g - c))`` by
+        the grid point ``g``; summed over the uses whose ``a`` (or ``c``) lies
+        before ``g``, that is ``g * sum(u) - sum(u * a)``: two running sums per
+        family over the buckets the ends fall in, not a row per use."""
         mine = np.nonzero(picked[self.choice] & (self.end > self.hi))[0]
-        a, c, u = self.hi[mine], self.end[mine], self.amount[mine]
-        # Each use's running integral at the grid, summed per family, then per bucket.
-        running = u[:, None] * np.clip(grid[None, :] - a[:, None], 0.0, (c - a)[:, None])
-        total = np.zeros((self.families, len(grid)))
-        if len(mine):  # uses are in family order: sum each family's run of rows
-            family = self.family[mine]
-            firsts = np.nonzero(np.diff(family, prepend=-1))[0]
-            total[family[firsts]] = np.add.reduceat(running, firsts, axis=0)
-        return np.diff(total, axis=1)
+        shape = (self.families, len(grid))
+        family, amount = self.family[mine], self.amount[mine]
+        used = np.zeros(shape)
+        for ends, sign in ((self.hi[mine], 1.0), (self.end[mine], -1.0)):
+            # Past the grid's last point an end adds nothing at any grid point.
+            inside = ends < grid[-1]
+            at = np.searchsorted(grid, ends[inside], side="right")  # first point past it
+            flat = family[inside] * len(grid) + at
+            u = amount[inside]
+            weight = np.bincount(flat, weights=u, minlength=used.size).reshape(shape)
+            moment = np.bincount(flat, weights=u * ends[inside], minlength=used.size)
+            used += sign * (
+                grid * np.cumsum(weight, axis=1) - np.cumsum(moment.reshape(shape), axis=1)
+            )
+        return np.maximum(0.0, np.diff(used, axis=1))  # no use is negative: rounding
