@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from whale_opt.check import check
-from whale_opt.decision import Action, Status, job_nodes, objective
+from whale_opt.decision import Action, JobDecision, Status, job_nodes, objective
 from whale_opt.generate import generate
 from whale_opt.placement import node_search
 from whale_opt.placement.node_search import NodeSearch, improve_nodes
@@ -237,3 +237,32 @@ def test_a_node_whose_jobs_cannot_all_be_timed_again_is_held(
     assert all(k in search.held and k not in search.node_of for k in jobs_there)
     gained = search.improve(math.inf, moves=300)
     assert _decided_and_checked(instance, search) == pytest.approx(start - gained, rel=1e-9)
+
+
+def test_a_node_where_a_held_job_waits_for_a_release_keeps_its_jobs() -> None:
+    # On the mesh node a planned NVLink pair starts when the one job there ends (the
+    # release rule). That job would run faster on the A100 node; moving it there
+    # would leave the pair planned before anything on the mesh ends.
+    v100 = "V100-32G"
+    instance = Instance(
+        name="release",
+        gpu_types={v100: GpuType(v100, 32, 0.5), A100: GpuType(A100, 80, 1.0)},
+        nodes=(Node("mesh", v100, 8, "hybrid-cube-mesh"), Node("switch", A100, 8, "nvswitch")),
+        running=(RunningJob("r", tuple(f"mesh/{i}" for i in range(6)), 10_000),),
+        queue=(QueuedJob("single", 1, 500), QueuedJob("pair", 2, 1000, gpu_types=(v100,))),
+    )
+    single = instance.durations[instance.queue_index["single"]][v100]
+    pair = instance.durations[instance.queue_index["pair"]][v100]
+    jobs = [
+        JobDecision("single", Action.START, ("mesh/6",), 0, single),
+        JobDecision("pair", Action.PLANNED, (), single, single + pair, ("mesh",), (2,)),
+        JobDecision("r", Action.KEEP),
+    ]
+    given = assemble(instance, "by-hand", jobs, Status.FEASIBLE, 0.0, 0.0)
+    assert check(instance, given) == []
+    search = NodeSearch(instance, jobs, WsptPolicy.prefer)
+    assert instance.queue_index["single"] not in search.node_of  # held with the pair
+    found, value, _ = improve_nodes(instance, jobs, objective(instance, jobs), math.inf, moves=50)
+    decision = assemble(instance, "node-search", found, Status.FEASIBLE, 0.0, 0.0)
+    assert check(instance, decision) == []
+    assert value == pytest.approx(objective(instance, found))

@@ -16,7 +16,9 @@ jobs, jobs of tenants with a GPU quota (the quota ties every node
 together), deferred jobs, and jobs that need or prefer NVLink on a node whose
 GPUs are not all linked (there, which GPUs are free and when decides, which
 counts do not see); such a job moves only between nodes whose GPUs are all
-linked. Running jobs the decision preempts stay preempted.
+linked. So are all the jobs of a node where such a held job is planned: it
+waits for a job there to end (the release rule), maybe one of them. Running
+jobs the decision preempts stay preempted.
 
 :meth:`NodeSearch.decision` makes the result a decision by the placement
 search's own rules: the held jobs where they were, then each node's jobs in
@@ -35,6 +37,7 @@ from whale_opt.placement.search import PlacementSearch
 from whale_opt.placement.serial import complete
 from whale_opt.placement.state import ClusterState, fit_on_node
 from whale_opt.problem_data import Instance, tenant_quota
+from whale_opt.rules import waits_for_release
 from whale_opt.topology import needs_nvlink, single_node
 
 SWAP_SHARE = 0.5  # of the moves to another node: two jobs swapped (else one job moved)
@@ -86,12 +89,29 @@ class NodeSearch:
         self.cost = [
             self.node_cost(n, sequence, self.starts) for n, sequence in enumerate(self.sequence)
         ]
+        items = {index[item.id]: item for item in jobs if item.id in index}
         for n, cost in enumerate(self.cost):
             if cost == INF:  # timed again in order, one would start past the horizon
-                self._hold(n, {index[item.id]: item for item in jobs if item.id in index})
+                self._hold(n, items)
+        for n in self._released_nodes():
+            self._hold(n, items)
         self.tried = 0
         self.moved = 0
         self.stalled = False
+
+    def _released_nodes(self) -> set[int]:
+        """Nodes where a held job is planned under the release rule
+        (:func:`whale_opt.rules.waits_for_release`): it starts when a job there ends,
+        maybe one the search would move or re-time, so that node's jobs are held."""
+        instance = self.instance
+        out = set()
+        for k, item in self.held.items():
+            if item.action is not Action.PLANNED:
+                continue
+            nodes = tuple(instance.node_index[node] for node in job_nodes(item))
+            if waits_for_release(instance, instance.queue[k], nodes):
+                out.add(nodes[0])
+        return out
 
     def _keep(self, k: int, item: JobDecision) -> None:
         """Hold job ``k`` where its decision ``item`` has it (in the base)."""
