@@ -266,3 +266,17 @@ def test_a_node_where_a_held_job_waits_for_a_release_keeps_its_jobs() -> None:
     decision = assemble(instance, "node-search", found, Status.FEASIBLE, 0.0, 0.0)
     assert check(instance, decision) == []
     assert value == pytest.approx(objective(instance, found))
+
+
+@pytest.mark.parametrize(("gpus", "queued", "seed"), [(128, 48, 5), (256, 80, 7)])
+def test_random_moves_on_dgx1_nodes_keep_the_release_rule(
+    gpus: int, queued: int, seed: int
+) -> None:
+    # Cube-mesh nodes, where planned NVLink jobs wait for a job there to end: before
+    # the search held such nodes' jobs, these walks left a plan before any end.
+    instance = generate("dgx1", gpus=gpus, queued=queued, seed=seed)
+    greedy = get_policy("wspt").decide(instance)
+    search = NodeSearch(instance, list(greedy.jobs), WsptPolicy.prefer)
+    change = _walk(search, 200, seed)
+    value = _decided_and_checked(instance, search)
+    assert value == pytest.approx(greedy.objective + change, rel=1e-9, abs=1e-6)
