@@ -261,11 +261,13 @@ def test_a_node_where_a_held_job_waits_for_a_release_keeps_its_jobs() -> None:
     given = assemble(instance, "by-hand", jobs, Status.FEASIBLE, 0.0, 0.0)
     assert check(instance, given) == []
     search = NodeSearch(instance, jobs, WsptPolicy.prefer)
-    assert instance.queue_index["single"] not in search.node_of  # held with the pair
+    k = instance.queue_index["single"]
+    assert search.relocate(k, instance.node_index["switch"], 0) is None  # not made
     found, value, _ = improve_nodes(instance, jobs, objective(instance, jobs), math.inf, moves=50)
     decision = assemble(instance, "node-search", found, Status.FEASIBLE, 0.0, 0.0)
     assert check(instance, decision) == []
     assert value == pytest.approx(objective(instance, found))
+    assert decision.job("single").gpu_ids[0].startswith("mesh/")
 
 
 @pytest.mark.parametrize(("gpus", "queued", "seed"), [(128, 48, 5), (256, 80, 7)])

@@ -16,9 +16,9 @@ jobs, jobs of tenants with a GPU quota (the quota ties every node
 together), deferred jobs, and jobs that need or prefer NVLink on a node whose
 GPUs are not all linked (there, which GPUs are free and when decides, which
 counts do not see); such a job moves only between nodes whose GPUs are all
-linked. So are all the jobs of a node where such a held job is planned: it
-waits for a job there to end (the release rule), maybe one of them. Running
-jobs the decision preempts stay preempted.
+linked. Where such a held job is planned, it waits for a job there to end
+(the release rule): a move that would leave nothing ending on that node by
+its start is not made. Running jobs the decision preempts stay preempted.
 
 :meth:`NodeSearch.decision` makes the result a decision by the placement
 search's own rules: the held jobs where they were, then each node's jobs in
@@ -85,6 +85,7 @@ class NodeSearch:
             k: [n for n in self.base.eligible(k) if self._may_use(k, n)] for k in self.node_of
         }
         self._prices: dict[tuple[int, int], float] = {}
+        self.release_by = self._releases()
         self.starts: dict[int, int] = {}  # by moving job, its start in its node's sequence
         self.cost = [
             self.node_cost(n, sequence, self.starts) for n, sequence in enumerate(self.sequence)
@@ -92,25 +93,23 @@ class NodeSearch:
         items = {index[item.id]: item for item in jobs if item.id in index}
         for n, cost in enumerate(self.cost):
             if cost == INF:  # timed again in order, one would start past the horizon
-                self._hold(n, items)
-        for n in self._released_nodes():
-            self._hold(n, items)
+                self._hold(n, items)  # (or leave a held job's release behind)
         self.tried = 0
         self.moved = 0
         self.stalled = False
 
-    def _released_nodes(self) -> set[int]:
-        """Nodes where a held job is planned under the release rule
-        (:func:`whale_opt.rules.waits_for_release`): it starts when a job there ends,
-        maybe one the search would move or re-time, so that node's jobs are held."""
+    def _releases(self) -> dict[int, int]:
+        """By node, the earliest start of a held job planned there under the release
+        rule (:func:`whale_opt.rules.waits_for_release`): something on the node must
+        end by then, maybe a job the search would move or re-time."""
         instance = self.instance
-        out = set()
+        out: dict[int, int] = {}
         for k, item in self.held.items():
-            if item.action is not Action.PLANNED:
+            if item.action is not Action.PLANNED or item.start_s is None:
                 continue
             nodes = tuple(instance.node_index[node] for node in job_nodes(item))
             if waits_for_release(instance, instance.queue[k], nodes):
-                out.add(nodes[0])
+                out[nodes[0]] = min(out.get(nodes[0], item.start_s), item.start_s)
         return out
 
     def _keep(self, k: int, item: JobDecision) -> None:
@@ -160,11 +159,13 @@ class NodeSearch:
         self, node: int, sequence: list[int], starts: dict[int, int] | None = None
     ) -> float:
         """What ``sequence`` on ``node`` adds to the objective, each job at its earliest
-        fit after the ones before it (inf when one fits only past the horizon)."""
-        if not sequence:
-            return 0.0
+        fit after the ones before it (inf when one fits only past the horizon, or
+        when nothing on the node would end by the start of a held job planned
+        there under the release rule)."""
         instance = self.instance
         base = self.base
+        if not sequence:
+            return INF if base.first_end_at(node) > self.release_by.get(node, INF) else 0.0
         queue = instance.queue
         record = instance.nodes[node]
         host = any(queue[k].cpu or queue[k].memory_gb for k in sequence)
@@ -175,6 +176,7 @@ class NodeSearch:
         limit = base.healthy_count(node)
         horizon = instance.policy.horizon_s
         total = 0.0
+        first_end = base.first_end_at(node)
         for k in sequence:
             job = queue[k]
             duration = instance.durations[k][record.gpu_type]
@@ -194,6 +196,10 @@ class NodeSearch:
             total += instance.weights[k] * (start + duration) + self._price(k, node)
             if starts is not None:
                 starts[k] = start
+            if start + duration > 0:
+                first_end = min(first_end, start + duration)
+        if first_end > self.release_by.get(node, INF):
+            return INF
         return total
 
     def improve(
