@@ -26,7 +26,7 @@ from ortools.sat.python import cp_model
 
 from whale_opt.bounds import lagrangian_bound, lower_bound
 from whale_opt.check import check
-from whale_opt.cpsat.cpmodel import NeighbourhoodModel, outside_cost
+from whale_opt.cpsat.cpmodel import NeighbourhoodModel, new_solver, outside_cost
 from whale_opt.cpsat.lns import whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import objective
@@ -103,9 +103,9 @@ def main() -> None:
     for name, bound in (("analytic", lower_bound(instance)), ("Lagrangian 5 s", lagrangian)):
         print(f"{name} bound {bound:,.0f} ({1 - bound / best:.1%} below cpsat)")
     preset = load_preset(None)
+    hint = greedy if args.hint == "greedy" else list(decision.jobs)
     for variant in ["", *args.variant]:
-        hint = greedy if args.hint == "greedy" else list(decision.jobs)
-        hood, _, _ = whole_neighbourhood(instance, hint)
+        hood, _, _ = whole_neighbourhood(instance, hint)  # a model is solved once: built anew
         outside = outside_cost(hood)  # jobs no node can host: deferred in every decision
         built = NeighbourhoodModel(hood)
         parameters = {**preset.parameters, **parse_variant(variant)}
@@ -125,12 +125,7 @@ def solve_model(
 ) -> tuple[cp_model.CpSolver, Any]:
     """The solver after solving ``model`` (CP-SAT ``parameters``, ``limit`` seconds),
     and its status."""
-    solver = cp_model.CpSolver()
-    for key, value in parameters.items():
-        if isinstance(value, list):  # a repeated field
-            getattr(solver.parameters, key).extend(value)
-        else:
-            setattr(solver.parameters, key, value)
+    solver = new_solver(parameters)
     solver.parameters.max_time_in_seconds = limit
     return solver, solver.solve(model)
 

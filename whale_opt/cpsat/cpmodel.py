@@ -67,6 +67,18 @@ class HoodResult:
     bound: float = 0.0
 
 
+def new_solver(parameters: dict[str, Any]) -> cp_model.CpSolver:
+    """A CP-SAT solver with ``parameters`` set (a list extends a repeated field,
+    such as ``subsolvers``)."""
+    solver = cp_model.CpSolver()
+    for key, value in parameters.items():
+        if isinstance(value, list):
+            getattr(solver.parameters, key).extend(value)
+        else:
+            setattr(solver.parameters, key, value)
+    return solver
+
+
 class NeighbourhoodModel:
     """The CP-SAT model of neighbourhood ``hood``, built and hinted on creation.
 
@@ -104,9 +116,7 @@ class NeighbourhoodModel:
         without a better solution (or, ``whole``: the round's model, without
         its bound closing the gap); the better solutions restart its clock.
         """
-        solver = cp_model.CpSolver()
-        for key, value in parameters.items():
-            setattr(solver.parameters, key, value)
+        solver = new_solver(parameters)
         solver.parameters.max_time_in_seconds = time_limit_s
         solver.parameters.random_seed = seed
         if deterministic_s is not None:
