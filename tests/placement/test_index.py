@@ -157,7 +157,8 @@ def scan_agrees(instance: Instance, part: float, horizon: int) -> None:
     for position in range(len(instance.queue)):
         for group in state.node_groups(position):
             job = instance.queue[position]
-            if not single_node(job, state.topology(group.nodes[0])):
+            # The search sends CPU-only jobs and shares of a GPU elsewhere (sharing.py).
+            if job.cpu_only or job.shares or not single_node(job, state.topology(group.nodes[0])):
                 continue
             duration = instance.durations[position][group.gpu_type]
             found = fitting.single_node(
