@@ -10,13 +10,14 @@ For each family and seed (:func:`whale_opt.generate.generate`, ``--gpus`` /
 - **the orders alone**: the Lagrangian ascent (``--ascent`` seconds, aimed at
   the greedy's value), then list schedules in the order of the starts its
   best prices pick (:func:`whale_opt.placement.order_search.order_by_starts`),
-  unblended and blended with the greedy's order as the round does, against the
-  WSPT greedy's list schedule; deterministic but for where the ascent stops;
+  unblended and blended with the greedy's order as the round does (each job
+  held to the GPU type the prices picked for it, where the round does),
+  against the WSPT greedy's list schedule; deterministic but for where the
+  ascent stops;
 - **cpsat with and without them**: cpsat at ``--limit`` seconds a round,
-  against wspt, once as shipped and once with the order left out (the
-  same code, ``order_by_starts`` patched to give the greedy's order back,
-  which the round then skips), one after the other on the same instance.
-  Every decision is checked.
+  against wspt, once as shipped and once with the orders left out (the
+  same code, ``GUIDED_BLENDS`` patched empty), one after the other on the
+  same instance. Every decision is checked.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Sequence
 from unittest.mock import patch
 
 from whale_opt.bounds import solve_lagrangian
@@ -51,17 +51,12 @@ def alone(instance: Instance, ascent_s: float) -> list[float]:
     relaxed = solve_lagrangian(instance, greedy, time.perf_counter() + ascent_s)
     guided = order_by_starts(instance, relaxed.starts, jobs, order)
     ratios = []
-    for share in (1.0, *model.GUIDED_BLENDS):
+    for share, typed in ((1.0, False), *model.GUIDED_BLENDS):
         blended = blend_orders(order, guided, share)
-        value = objective(instance, list_schedule(instance, blended, prefer=WsptPolicy.prefer))
-        ratios.append(value / greedy - 1)
+        held = relaxed.types if typed else None
+        schedule = list_schedule(instance, blended, prefer=WsptPolicy.prefer, types=held)
+        ratios.append(objective(instance, schedule) / greedy - 1)
     return ratios
-
-
-def _greedy_back(
-    instance: Instance, starts: object, jobs: object, order: Sequence[int]
-) -> list[int]:
-    return list(order)
 
 
 def against_wspt(instance: Instance, limit_s: float, guided: bool) -> float:
@@ -70,7 +65,7 @@ def against_wspt(instance: Instance, limit_s: float, guided: bool) -> float:
     if guided:
         decision = solve(instance, "cpsat", time_limit_s=limit_s)
     else:
-        with patch.object(model, "order_by_starts", _greedy_back):
+        with patch.object(model, "GUIDED_BLENDS", ()):
             decision = solve(instance, "cpsat", time_limit_s=limit_s)
     problems = check(instance, decision)
     if problems:
@@ -89,7 +84,10 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=5.0, help="cpsat's seconds a round")
     args = parser.parse_args()
     seeds = range(args.seed, args.seed + args.seeds)
-    shares = ", ".join(f"{share:g}" for share in (1.0, *model.GUIDED_BLENDS))
+    shares = ", ".join(
+        f"{share:g}{' typed' if typed else ''}"
+        for share, typed in ((1.0, False), *model.GUIDED_BLENDS)
+    )
     first = [
         f"| family | list schedule against the greedy's, mean over the seeds, blended {shares} |",
         "|---|---|",

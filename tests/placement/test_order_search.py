@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from whale_opt.check import check
-from whale_opt.decision import Status, objective
+from whale_opt.decision import JobDecision, Status, job_nodes, objective
 from whale_opt.generate import generate
 from whale_opt.placement import order_search
 from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.wspt import wspt_order
+from whale_opt.problem_data import GpuType, Instance, Node, QueuedJob
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -75,3 +76,38 @@ def test_a_blend_of_two_orders_moves_between_them() -> None:
     # (0 at 0.25 before 1 at 0.75), three quarters of the way the second does.
     assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.25) == [0, 1, 2, 3]
     assert order_search.blend_orders([0, 1, 2, 3], [1, 0, 3, 2], 0.75) == [1, 0, 3, 2]
+
+
+def _two_types() -> Instance:
+    # One 8-GPU node of each type; every job runs twice as fast on the A100s.
+    types = {"A100": GpuType("A100", 80, 1.0), "V100": GpuType("V100", 32, 0.5)}
+    nodes = (Node("a", "A100", 8, "nvswitch"), Node("v", "V100", 8, "nvswitch"))
+    queue = tuple(
+        QueuedJob(f"q{i}", 4, 1000, duration_by_type_s=(("V100", 2000),)) for i in range(3)
+    )
+    return Instance("two-types", types, nodes, (), queue)
+
+
+def _type_of(instance: Instance, item: JobDecision) -> str:
+    (node,) = job_nodes(item)
+    return next(n.gpu_type for n in instance.nodes if n.id == node)
+
+
+def test_a_typed_order_holds_its_jobs_to_their_types_and_the_search_keeps_them() -> None:
+    instance = _two_types()
+    order = [0, 1, 2]
+    free = list_schedule(instance, order)
+    assert [_type_of(instance, item) for item in free] == ["A100", "A100", "A100"]
+    # Job 0 held to the V100s runs there, though it would end earlier on the A100s;
+    # a type a job cannot run on holds it nowhere.
+    types = {0: "V100", 1: "H100"}
+    held = order_search.OrderSearch(instance).run(order, types=types)[0]
+    assert [_type_of(instance, item) for item in held] == ["V100", "A100", "A100"]
+    assert check(instance, assemble(instance, "typed", held, Status.FEASIBLE, 0.0, 0.0)) == []
+    # The search's moves keep the types: every schedule it tries has job 0 on the V100s.
+    jobs, value = order_search.improve(
+        instance, [order_search.TypedOrder(order, types)], deadline=float("inf"), moves=30
+    )
+    by_id = {item.id: item for item in jobs}
+    assert _type_of(instance, by_id["q0"]) == "V100"
+    assert value == objective(instance, jobs)

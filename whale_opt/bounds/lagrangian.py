@@ -97,14 +97,15 @@ class _Family:
 @dataclass
 class _Relaxation:
     """The relaxed problem: per job in it its queue position and deferred cost; per
-    choice (job, type, start bucket) its job, cost, start ``lo`` and sure interval
-    ``[hi, end)``; per family its room and users."""
+    choice (job, type, start bucket) its job, GPU type, cost, start ``lo`` and sure
+    interval ``[hi, end)``; per family its room and users."""
 
     grid: np.ndarray
     fixed: float  # the jobs outside the relaxation, each at its own least cost
     positions: list[int]
     defer: np.ndarray
     job: np.ndarray
+    gpu_type: np.ndarray
     cost: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
@@ -132,12 +133,14 @@ class _Relaxation:
 @dataclass(frozen=True)
 class Lagrangian:
     """The Lagrangian bound and, per queued job the relaxation placed at the prices
-    that gave it, the start it picked (queue position -> seconds from now; a job
-    left out of the relaxation, or deferred by it, has none): where the capacity's
-    prices say each job should start, a schedule's order to try."""
+    that gave it, the start and the GPU type it picked (queue position -> seconds
+    from now, and -> type; a job left out of the relaxation, or deferred by it, has
+    neither): where and on what the capacity's prices say each job should run, a
+    schedule's order and types to try."""
 
     bound: float
     starts: dict[int, float]
+    types: dict[int, str] = field(default_factory=dict)
 
 
 def lagrangian_bound(instance: Instance, upper: float, deadline: float) -> float:
@@ -156,7 +159,7 @@ def solve_lagrangian(instance: Instance, upper: float, deadline: float) -> Lagra
         return Lagrangian(relaxation * (1 - SAFETY) + floor, {})
     uses = _Uses.of(relaxation)
     best, lam = _best_prices(relaxation, uses, upper, deadline)
-    return Lagrangian(best * (1 - SAFETY) + floor, _starts(relaxation, uses, lam))
+    return _picked(relaxation, uses, lam, best * (1 - SAFETY) + floor)
 
 
 def _best_prices(
@@ -179,12 +182,18 @@ def _best_prices(
     return best, lam
 
 
-def _starts(relaxation: _Relaxation, uses: _Uses, lam: np.ndarray) -> dict[int, float]:
-    """Per job the relaxation places at prices ``lam``, its cheapest choice's start."""
+def _picked(relaxation: _Relaxation, uses: _Uses, lam: np.ndarray, bound: float) -> Lagrangian:
+    """``bound``, with each job the relaxation places at prices ``lam`` at its cheapest
+    choice's start and type."""
     r = relaxation
     _, cost, least = _value(r, uses, lam)
     chosen = _cheapest(r, cost, least)
-    return {r.positions[j]: float(r.lo[chosen[j]]) for j in np.nonzero(chosen >= 0)[0].tolist()}
+    placed = [(r.positions[j], chosen[j]) for j in np.nonzero(chosen >= 0)[0].tolist()]
+    return Lagrangian(
+        bound,
+        {k: float(r.lo[c]) for k, c in placed},
+        {k: str(r.gpu_type[c]) for k, c in placed},
+    )
 
 
 def _cheapest(relaxation: _Relaxation, cost: np.ndarray, least: np.ndarray) -> np.ndarray:
@@ -246,7 +255,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
             families[(p, size)] = _Family(slots(nodes, size).areas(grid))
     least_prices = _least_prices(instance, nodes_of)
     quotas = _quota_families(instance, state, grid, {instance.queue[k].tenant for k, _, _ in jobs})
-    job_of, cost, lo_of, hi, end = [], [], [], [], []
+    job_of, type_of, cost, lo_of, hi, end = [], [], [], [], [], []
     count = 0
     for j, (k, defer, options) in enumerate(jobs):
         job = instance.queue[k]
@@ -259,6 +268,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
             if not len(keep):
                 continue
             job_of.append(np.full(len(keep), j))
+            type_of.append(np.full(len(keep), p, dtype=object))
             cost.append(price[keep])
             lo_of.append(lo[keep])
             hi.append(grid[first + 1 :][keep])
@@ -282,6 +292,7 @@ def _relax(instance: Instance) -> _Relaxation | float:
         [k for k, _, _ in jobs],
         defers,
         np.concatenate(job_of),
+        np.concatenate(type_of),
         np.concatenate(cost),
         np.concatenate(lo_of),
         np.concatenate(hi),

@@ -69,7 +69,7 @@ from whale_opt.decision import Decision, JobDecision, Status, meets_bound, objec
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.patience import Patience
 from whale_opt.placement.node_search import improve_nodes
-from whale_opt.placement.order_search import blend_orders, improve, order_by_starts
+from whale_opt.placement.order_search import TypedOrder, blend_orders, improve, order_by_starts
 from whale_opt.placement.preempt import improve_by_preemption
 from whale_opt.placement.serial import assemble, list_schedule
 from whale_opt.policies.wspt import WsptPolicy, wspt_order
@@ -83,13 +83,14 @@ FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measure
 # (0.9 s p50; bench/EXACT.md).
 LAGRANGIAN_SHARE = 0.1
 # The Lagrangian prices' order (the starts they pick), blended with the greedy's this
-# share of the way, in this order of preference, each one more order the order search
-# starts from, as many as fit in GUIDED_SHARE of the time left. The list schedule of
-# each alone against the greedy's, mean over 3 rounds of 1,024 GPUs / 500 queued
-# (seeds 520-522): hetero -0.09 / -0.37 / +0.31% (+1.73% unblended), fragmented
-# -0.78 / -0.45 / -0.23% (+0.67%), dgx1 -0.88 / -0.35 / -1.19% (-1.08%); on mixed,
-# whose shares the relaxation leaves out, +2.4 / +0.6 / +6.6% (bench/GUIDED_ORDER.md).
-GUIDED_BLENDS = (0.5, 0.25, 0.75)
+# share of the way, and with each job held to the GPU type the prices picked for it
+# when the second is True (a TypedOrder; only where a job has several types), in this
+# order of preference, each one more order the order search starts from, as many as
+# fit in GUIDED_SHARE of the time left. cpsat at 5 s against wspt on 1,024 GPUs / 500
+# queued, mean over seeds 530-533, with the blends 0.5, 0.25 and 0.75 alone, then
+# with these: hetero -0.84 / -1.48%, fragmented -1.40 / -2.21%, mixed -4.41 / -4.64%,
+# dgx1 (one type) -1.74 / -1.74% (bench/GUIDED_ORDER.md).
+GUIDED_BLENDS = ((1.0, True), (0.5, False), (0.75, False), (0.75, True), (0.25, False))
 GUIDED_SHARE = 0.2
 
 
@@ -205,7 +206,7 @@ class CpSatPolicy:
         repack = cheap and not self.preset.deterministic
         if repack:
             deadline -= 1.5 * stats["greedy_s"]
-        orders = [greedy_order]
+        orders: list[list[int] | TypedOrder] = [greedy_order]
         hinted = hint_order(instance, options.hint, greedy_order)
         if hinted is not None and cheap:
             # The previous round's plan, carried on: often as good, at times better.
@@ -239,7 +240,7 @@ class CpSatPolicy:
         jobs: list[JobDecision],
         value: float,
         bound: float,
-        orders: list[list[int]],
+        orders: list[list[int] | TypedOrder],
         deadline: float,
         lns: LnsStats,
         stats: dict[str, float | int],
@@ -289,12 +290,19 @@ class CpSatPolicy:
                 count = guided_count(
                     deadline - time.perf_counter(), searched, stats["greedy_s"], len(orders)
                 )
-                guided = order_by_starts(instance, relaxed.starts, jobs, orders[0])
+                first = orders[0]  # the greedy's
+                base = first.order if isinstance(first, TypedOrder) else first
+                guided = order_by_starts(instance, relaxed.starts, jobs, base)
                 added = 0
-                for blend in GUIDED_BLENDS:
-                    blended = blend_orders(orders[0], guided, blend)
-                    if added < count and blended not in orders:
-                        orders.append(blended)
+                # Types matter where a job the relaxation placed may run on several.
+                several = any(len(instance.durations[k]) > 1 for k in relaxed.types)
+                for blend, typed in GUIDED_BLENDS:
+                    if typed and not several:
+                        continue
+                    blended = blend_orders(base, guided, blend)
+                    order = TypedOrder(blended, relaxed.types) if typed else blended
+                    if added < count and order not in orders:
+                        orders.append(order)
                         added += 1
                 stats["guided_orders"] = added
         if instance.queue and bound < value - 1e-9 and not proven:

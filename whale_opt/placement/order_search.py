@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from whale_opt.decision import Action, JobDecision, objective
 from whale_opt.patience import Patience
@@ -24,6 +25,16 @@ SNAPSHOT_EVERY = 16
 Snapshots = dict[int, tuple[ClusterState, dict[int, JobDecision]]]
 
 
+@dataclass(frozen=True)
+class TypedOrder:
+    """A list-scheduling order whose jobs are held to GPU types (queue position ->
+    type; :func:`whale_opt.placement.serial.place_in_order`): a relaxation's
+    choice of type as well as of order. The search's moves keep the types."""
+
+    order: Sequence[int]
+    types: Mapping[int, str] = field(default_factory=dict)
+
+
 class OrderSearch:
     """Serial schedules of an instance, re-generated from the first changed position."""
 
@@ -33,9 +44,14 @@ class OrderSearch:
         self.evaluations = 0
 
     def run(
-        self, order: Sequence[int], changed_from: int = 0, snapshots: Snapshots | None = None
+        self,
+        order: Sequence[int],
+        changed_from: int = 0,
+        snapshots: Snapshots | None = None,
+        types: Mapping[int, str] | None = None,
     ) -> tuple[list[JobDecision], Snapshots]:
-        """Decisions for ``order``, reusing ``snapshots`` taken before ``changed_from``."""
+        """Decisions for ``order``, its jobs held to ``types`` (:class:`TypedOrder`),
+        reusing ``snapshots`` taken before ``changed_from`` (with the same types)."""
         self.evaluations += 1
         snapshots = snapshots or {}
         resume = max((k for k in snapshots if k <= changed_from), default=0)
@@ -50,13 +66,13 @@ class OrderSearch:
             if index % SNAPSHOT_EVERY == 0:
                 kept[index] = (timeline.copy(), dict(decided))
 
-        place_in_order(self.instance, order[resume:], timeline, decided, snapshot)
+        place_in_order(self.instance, order[resume:], timeline, decided, snapshot, types)
         return complete(self.instance, decided), kept
 
 
 def improve(
     instance: Instance,
-    orders: Sequence[Sequence[int]],
+    orders: Sequence[Sequence[int] | TypedOrder],
     deadline: float,
     seed: int = 0,
     moves: int | None = None,
@@ -74,11 +90,14 @@ def improve(
     best_value = float("inf")
     best_order: list[int] = []
     best_snaps: Snapshots = {}
-    for order in orders:
-        jobs, snaps = search.run(order)
+    types: Mapping[int, str] | None = None  # the best order's
+    for given in orders:
+        typed = given if isinstance(given, TypedOrder) else TypedOrder(given)
+        jobs, snaps = search.run(typed.order, types=typed.types)
         value = objective(instance, jobs)
         if value < best_value:
-            best_jobs, best_value, best_order, best_snaps = jobs, value, list(order), snaps
+            best_jobs, best_value, best_snaps = jobs, value, snaps
+            best_order, types = list(typed.order), typed.types
     n = len(best_order)
     tried = 0
     while n > 1 and not patience.over(deadline) and (moves is None or tried < moves):
@@ -91,7 +110,7 @@ def improve(
             continue
         order = list(best_order)
         order.insert(j, order.pop(i))
-        jobs, snaps = search.run(order, min(i, j), best_snaps)
+        jobs, snaps = search.run(order, min(i, j), best_snaps, types)
         value = objective(instance, jobs)
         if value < best_value:
             patience.progress(value)

@@ -8,7 +8,7 @@ The one engine every solver shares: the heuristics are an order plus
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from whale_opt.decision import (
     Action,
@@ -32,14 +32,20 @@ def place_in_order(
     timeline: ClusterState,
     decided: dict[int, JobDecision],
     after_each: Callable[[int], None] | None = None,
+    types: Mapping[int, str] | None = None,
 ) -> None:
     """Serial schedule generation: each job of ``order`` at its earliest-ending place.
 
     Updates ``timeline`` and ``decided`` (queue position -> decision) in
-    place; ``after_each(k)`` runs after the k-th job (1-based) is placed.
+    place; ``after_each(k)`` runs after the k-th job (1-based) is placed. A job
+    ``types`` gives a GPU type (queue position -> type) is placed on that type,
+    wherever it ends there, when it fits there at all.
     """
     for k, position in enumerate(order, start=1):
-        placement = timeline.best_placement(position)
+        held = types.get(position) if types else None
+        placement = None if held is None else timeline.best_placement(position, gpu_type=held)
+        if placement is None:
+            placement = timeline.best_placement(position)
         if placement is None:
             decided[position] = JobDecision(
                 instance.queue[position].id,
@@ -77,15 +83,17 @@ def list_schedule(
     timeline: ClusterState | None = None,
     *,
     prefer: str = "end",
+    types: Mapping[int, str] | None = None,
 ) -> list[JobDecision]:
     """Serial schedule generation over ``order``; jobs not in it are deferred.
 
-    ``prefer`` is the placement preference (see :data:`whale_opt.placement.search.PREFERENCES`).
+    ``prefer`` is the placement preference (see :data:`whale_opt.placement.search.PREFERENCES`);
+    ``types`` holds jobs to GPU types (:func:`place_in_order`).
     """
     if timeline is None:
         timeline = ClusterState(instance, search=PlacementSearch(prefer))
     decided: dict[int, JobDecision] = {}
-    place_in_order(instance, order, timeline, decided)
+    place_in_order(instance, order, timeline, decided, types=types)
     return complete(instance, decided)
 
 
