@@ -38,12 +38,14 @@ the incumbent's value) raises it until it converges or its deadline; then,
 when the LP is small enough to solve in the time left (GLOP, predicted from
 its nonzeros), its dual prices are taken and ``L`` is evaluated at them: a
 bound as valid as any other prices give, whatever GLOP's tolerances, and
-the LP's optimum itself (measured to 1e-9). On loaded 64-GPU rounds of 16
-jobs the ascent stopped 2.5-3.5 points of the greedy short of it; on others
-it came within half a point. At the prices that gave the bound, each job's
-cheapest choice is a start for it (:class:`Lagrangian`): the CP-SAT round
-blends the order of those starts with the greedy's and starts its order search
-from the blends too, when it has the time. Shares and CPU-only jobs are left out (a job
+the LP's optimum itself (measured to 1e-9). The ascent moves each bucket's
+price for the whole bucket, by its overuse in GPUs (:func:`_ascend`): on
+loaded 16- and 64-job rounds of 64-128 GPUs it comes within 0.2 points of the
+LP's optimum. At the prices that gave the bound, each job's cheapest choice
+is a start and a GPU type for it (:class:`Lagrangian`): the CP-SAT round
+blends the order of those starts with the greedy's, holds jobs to those types
+in some of the orders, and starts its order search from them too, when it has
+the time. Shares and CPU-only jobs are left out (a job
 left out of the capacity keeps the bound valid), as in the analytic bounds,
 and so is an NVLink price (some placement may not pay it).
 """
@@ -480,7 +482,7 @@ def _ascend(
     # its room, over its length): in the prices per GPU-second themselves, a
     # bucket hours long moved a million times further than a 20 s one for the same
     # overuse. Measured over 32 rounds of 128-1,024 GPUs at 0.5 s (with the first
-    # factor 1 against 2): the bound rose on 31, mixed 1,024 from 64-67% below the
+    # factor 1 against 2): the bound rose on all 32, mixed 1,024 from 64-67% below the
     # greedy to 24% (`bench/ascent_panel.py`).
     width = r.width[None, :]
     lam = np.zeros_like(room)  # a price per family and bucket, per GPU-second

@@ -5,7 +5,8 @@
 1. The WSPT greedy gives a complete decision (the hint and the fallback).
 2. A local search over list-scheduling orders improves it cheaply (from the
    greedy's order, the previous round's plan, and, when the Lagrangian bound
-   runs, the order of the starts its prices pick blended with the greedy's
+   runs, the order of the starts its prices pick blended with the greedy's,
+   some with each job held to the GPU type they pick
    (:data:`GUIDED_BLENDS`; not with a deterministic preset: the bound's ascent
    stops on the clock)), then one
    over the node each one-node job runs on and its place there
@@ -89,7 +90,7 @@ LAGRANGIAN_SHARE = 0.1
 # fit in GUIDED_SHARE of the time left. cpsat at 5 s against wspt on 1,024 GPUs / 500
 # queued, mean over seeds 530-533, with the blends 0.5, 0.25 and 0.75 alone, then
 # with these: hetero -0.84 / -1.48%, fragmented -1.40 / -2.21%, mixed -4.41 / -4.64%,
-# dgx1 (one type) -1.74 / -1.74% (bench/GUIDED_ORDER.md).
+# dgx1 (one type) -1.74 / -1.74% (bench/EXACT.md).
 GUIDED_BLENDS = ((1.0, True), (0.5, False), (0.75, False), (0.75, True), (0.25, False))
 GUIDED_SHARE = 0.2
 
