@@ -223,7 +223,7 @@ class CpSatPolicy:
         stats["bound_s"] = time.perf_counter() - tic
         try:
             jobs, value, bound, proven = self._search(
-                instance, options, jobs, value, bound, orders, deadline, lns, stats
+                instance, options, jobs, value, bound, greedy_order, orders, deadline, lns, stats
             )
         except Exception:  # a model that cannot be built or solved must not lose the round
             log.exception("cpsat search failed on %s: the decision before it stands", instance.name)
@@ -241,6 +241,7 @@ class CpSatPolicy:
         jobs: list[JobDecision],
         value: float,
         bound: float,
+        greedy_order: list[int],
         orders: list[list[int] | TypedOrder],
         deadline: float,
         lns: LnsStats,
@@ -248,7 +249,9 @@ class CpSatPolicy:
     ) -> tuple[list[JobDecision], float, float, bool]:
         """The whole-round model, the Lagrangian bound, the order search and the
         neighbourhoods (the module docstring's steps), from ``jobs`` of objective
-        ``value``: the best jobs, their objective, the bound and whether proven."""
+        ``value``, the order search from ``orders`` (the greedy's first) and the
+        Lagrangian prices' orders: the best jobs, their objective, the bound and
+        whether proven."""
         limit = options.time_limit_s
         preset = self.preset
         proven = False
@@ -291,16 +294,14 @@ class CpSatPolicy:
                 count = guided_count(
                     deadline - time.perf_counter(), searched, stats["greedy_s"], len(orders)
                 )
-                first = orders[0]  # the greedy's
-                base = first.order if isinstance(first, TypedOrder) else first
-                guided = order_by_starts(instance, relaxed.starts, jobs, base)
+                guided = order_by_starts(instance, relaxed.starts, jobs, greedy_order)
                 added = 0
                 # Types matter where a job the relaxation placed may run on several.
                 several = any(len(instance.durations[k]) > 1 for k in relaxed.types)
                 for blend, typed in GUIDED_BLENDS:
                     if typed and not several:
                         continue
-                    blended = blend_orders(base, guided, blend)
+                    blended = blend_orders(greedy_order, guided, blend)
                     order = TypedOrder(blended, relaxed.types) if typed else blended
                     if added < count and order not in orders:
                         orders.append(order)
