@@ -286,7 +286,10 @@ class CpSatPolicy:
         if options.report_bound and instance.queue and bound < value - 1e-9 and not proven:
             tic = time.perf_counter()
             until = min(deadline, tic + LAGRANGIAN_SHARE * limit)
-            relaxed = solve_lagrangian(instance, value, until)
+            # Its first steps, where the prices that order the queue come from, may
+            # take up to twice as long again (lagrangian.MIN_STEPS).
+            wall = min(deadline, tic + 3 * LAGRANGIAN_SHARE * limit)
+            relaxed = solve_lagrangian(instance, value, until, wall)
             bound = max(bound, relaxed.bound)
             stats["bound_s"] += time.perf_counter() - tic
             if relaxed.starts and not preset.deterministic:  # its prices decide the order
