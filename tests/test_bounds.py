@@ -288,6 +288,26 @@ def test_the_lp_prices_raise_the_bound_where_the_ascent_stops_short(
     assert with_lp >= ascent * (1 - 1e-6)
 
 
+def test_the_prefix_rows_count_jobs_shorter_than_their_buckets() -> None:
+    # Twelve 10 s jobs for one GPU: the optimum runs them one after the other, 780.
+    # Each starts in a 20 s bucket, so none surely runs over any bucket: the bucket
+    # rows' best prices (the LP's) leave every job at its own end, 120. Whatever
+    # its start in its bucket, a job surely works 10 s before 10 s past the bucket's
+    # end: the prefix rows count that, and raise the bound towards the optimum.
+    nodes = (Node("n", "A100", 1, "pcie"),)
+    queue = tuple(QueuedJob(f"j{i}", 1, 10) for i in range(12))
+    instance = Instance("short", TYPES, nodes, (), queue)
+    greedy = get_policy("wspt").decide(instance)
+    assert greedy.objective == pytest.approx(780)
+    relaxation = lagrangian._relax(instance)
+    uses = lagrangian._Uses.of(relaxation)
+    prices = lagrangian._lp_prices(relaxation, uses, _soon(60.0))
+    assert prices is not None
+    assert lagrangian._value(relaxation, uses, prices)[0] == pytest.approx(120)
+    bound = lagrangian_bound(instance, greedy.objective, _soon())
+    assert 400 <= bound <= 780
+
+
 def _two_gangs_and_scattered_gpus() -> Instance:
     # Two 8-GPU nodes, each half held: 8 GPUs are free now, but no 8-GPU NVLink job
     # fits before a0 frees at 1,000 s (a1 frees at 5,000 s). p and q (3,000 s each)
