@@ -345,6 +345,17 @@ def test_the_relaxations_starts_are_where_its_prices_place_each_job() -> None:
     assert all(1000 < start <= 4000 + 1000 for start in priced.starts.values())
 
 
+def test_the_ascent_takes_its_first_steps_past_its_deadline_within_its_wall() -> None:
+    # A round's share may end before the ascent's first step (building the
+    # relaxation took it): within the wall it still takes lagrangian.MIN_STEPS
+    # steps, so the prices are not left at 0; without a wall it takes none.
+    instance = _two_gangs_and_scattered_gpus()
+    unpriced = solve_lagrangian(instance, 11_000, time.perf_counter())
+    stepped = solve_lagrangian(instance, 11_000, time.perf_counter(), _soon())
+    assert stepped.bound > unpriced.bound + 1000
+    assert at_most(stepped.bound, 11_000)
+
+
 def test_a_bound_out_of_time_is_still_valid() -> None:
     instance = _two_gangs_and_scattered_gpus()
     started = time.perf_counter()
