@@ -503,7 +503,7 @@ def _value(
     rows = len(r.families)
     cost = r.cost + uses.priced(lam[:rows], r.width, len(r.cost))
     paid = float((lam[:rows] * r.room).sum())
-    if len(lam) > rows:  # the prefix rows' prices (:func:`_prefix_ascent`)
+    if len(lam) > rows:  # the prefix rows' prices (:func:`_best_prices`)
         mu = lam[rows:]
         density = np.cumsum(mu[:, ::-1], axis=1)[:, ::-1]  # each bucket's, all prefixes past it
         cost += r.prefix_uses.priced(density, r.width, len(r.cost))
@@ -539,10 +539,10 @@ def _ascend(
     # overuse. Measured over 32 rounds of 128-1,024 GPUs at 0.5 s (with the first
     # factor 1 against 2): the bound rose on all 32, mixed 1,024 from 64-67% below the
     # greedy to 24% (`bench/ascent_panel.py`).
-    width = r.width[None, :]
+    scale = r.width[None, :]  # each row's length: a bucket's
     if prefix:  # a prefix's price moves for the whole prefix, by its overuse in GPUs
-        width = np.vstack(
-            [np.broadcast_to(width, room.shape), np.broadcast_to(grid[1:], room.shape)]
+        scale = np.vstack(
+            [np.broadcast_to(scale, room.shape), np.broadcast_to(grid[1:], room.shape)]
         )
     # A price per row (family and bucket, or prefix) and GPU-second.
     lam = np.zeros_like(room) if start is None else start
@@ -571,7 +571,7 @@ def _ascend(
         if prefix:
             ahead = np.cumsum(r.prefix_uses.made(picked, grid) - room, axis=1)
             over = np.vstack([over, ahead])
-        grad = over / width + DEFLECT * previous
+        grad = over / scale + DEFLECT * previous
         grad[(lam <= 0) & (grad < 0)] = 0.0  # projected: a zero price stays put
         previous = grad  # the direction, deflected and projected
         norm = float((grad * grad).sum())
@@ -582,7 +582,7 @@ def _ascend(
         # best) made the next step longer still, and the ascent never came back
         # (hetero-320/300: stuck at its first value, 21.6% below the greedy).
         step = factor * min(upper - value, 4 * (upper - best)) / norm
-        lam = np.maximum(0.0, lam * width + step * grad) / width
+        lam = np.maximum(0.0, lam * scale + step * grad) / scale
 
 
 @dataclass(frozen=True)
