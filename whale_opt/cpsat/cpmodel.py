@@ -51,6 +51,11 @@ FIRST_SOLUTION_FACTOR = 8.0
 # 24 rounds of 16-64 jobs on 8-157 nodes (bench/EXACT.md). A pool of a split
 # round given 0.05 s spent 0.2 s listing them, only for the gate to skip the model.
 HOOD_MICROS_PER_PAIR = 30.0
+# A whole round's model is presolved once: with the left-shift literals
+# (Constraints._left_shifted) CP-SAT's later presolve passes took 1.1 s of a
+# 12-job round it then proved in 0.1 s. One pass kept every proof of 72 rounds of
+# 12 and 16 jobs (and added 8) at the same optima (bench/EXACT.md).
+WHOLE_PARAMETERS: dict[str, Any] = {"max_presolve_iterations": 1}
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,16 @@ class NeighbourhoodModel:
     hood
         The freed jobs, their candidate placements, the victims they may
         displace and the fixed rest (:func:`whale_opt.cpsat.neighbourhood.make_neighbourhood`).
+    whole
+        The whole round's model: it also keeps to left-shifted schedules
+        (:meth:`~whale_opt.cpsat.constraints.Constraints._left_shifted`).
     """
 
-    def __init__(self, hood: Neighbourhood) -> None:
+    def __init__(self, hood: Neighbourhood, *, whole: bool = False) -> None:
         self.hood = hood
         self.model = cp_model.CpModel()
         self.variables = Variables(self.model, hood)
-        Constraints(self.model, hood, self.variables).add_constraints()
+        Constraints(self.model, hood, self.variables, whole=whole).add_constraints()
         self.objective = Objective(self.model, hood, self.variables)
         self.objective.add_objective()
         add_hint(self.model, hood, self.variables)
@@ -190,7 +198,7 @@ def _solve(
     patience: Patience,
 ) -> HoodResult | None:
     """:func:`solve_neighbourhood`, once there is something to solve."""
-    built = NeighbourhoodModel(hood)
+    built = NeighbourhoodModel(hood, whole=whole)
     # The budget is taken after building: the model's own build time counts.
     budget = deadline - time.perf_counter()
     if not whole:
@@ -200,6 +208,8 @@ def _solve(
     deterministic_s = None
     if preset.deterministic:
         deterministic_s = preset.exact_deterministic_s if whole else preset.lns_deterministic_s
+    if whole:
+        parameters = {**parameters, **WHOLE_PARAMETERS}
     return built.solve(parameters, budget, seed, deterministic_s, patience, whole=whole)
 
 
