@@ -19,6 +19,8 @@ from whale_opt.problem_data import Instance
 from whale_opt.solve import wspt_greedy
 from whale_opt.testing import instances
 
+from .builders import H100, holding, job, node, round_of
+
 LIMIT_S = 20.0
 
 
@@ -46,6 +48,34 @@ def test_the_proven_optimum_is_the_same_with_and_without_it(
     free = _whole_round(instance, left_shift=False)
     assert shifted.proved and free.proved
     assert shifted.value == pytest.approx(free.value, rel=1e-9)
+
+
+def test_a_victim_of_the_quota_elsewhere_is_a_moment() -> None:
+    # Tenant t may hold 1 GPU. Its running job r, on an H100 node that job q cannot
+    # use, ends at 500 unless preempted (h, of a higher class, may displace it;
+    # that costs more than q's wait). q, on the idle A100 node, starts once r
+    # ends: at 500, a moment of no node of q's. Missed, the model preempted r
+    # and its "optimum" was 3,500 against 2,000.
+    instance = round_of(
+        [node("a0", 2), node("h0", 2, gpu_type=H100.name)],
+        [
+            job("q", 1, 1000, tenant="t", gpu_types=("A100-80G",)),
+            job("h", 1, 100, tenant="u", gpu_types=(H100.name,), priority_class="online"),
+        ],
+        [
+            holding(
+                "r", "h0", [0], 500, tenant="t", priority_class="best-effort", checkpoint_s=20000
+            )
+        ],
+        quotas={"t": 1, "u": 8},
+        allow_preemption=True,
+    )
+    shifted = _whole_round(instance, left_shift=True)
+    free = _whole_round(instance, left_shift=False)
+    assert shifted.proved and free.proved
+    assert shifted.value == pytest.approx(free.value, rel=1e-9)
+    (q,) = [item for item in shifted.decided.values() if item.id == "q"]
+    assert q.start_s == 500
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -476,8 +476,8 @@ class Constraints:
     def _left_shifted(self) -> None:
         """Dominance, not a rule: a placed job not started now starts at 1, at a moment
         the fixed usage of one of its candidate nodes (or of its tenant's quota)
-        changes, when a victim holding GPUs there would end, or when a freed job
-        that may share a node (or the quota) with it ends.
+        changes, when a victim holding GPUs there (or of the quota) would end, or
+        when a freed job that may share a node (or the quota) with it ends.
 
         Any valid decision maps onto one of these that costs no more (a
         semi-active schedule): a job starting at none of these moments moves back
@@ -513,7 +513,10 @@ class Constraints:
             if shared:
                 fixed |= moments.get(tenant, set())
             fixed |= {
-                victim.remaining for victim in self.hood.victims if nodes & victim.gpus.keys()
+                victim.remaining
+                for victim in self.hood.victims
+                if nodes & victim.gpus.keys()
+                or (shared and instance.running[victim.position].tenant == tenant)
             }
             reasons = [v.now, v.deferred]
             for t in sorted(t for t in fixed if 1 <= t <= horizon):
