@@ -15,7 +15,7 @@ from whale_opt.cpsat.lns import whole_neighbourhood
 from whale_opt.cpsat.presets import load_preset
 from whale_opt.decision import Action
 from whale_opt.generate import generate
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import Instance, RunningJob
 from whale_opt.solve import wspt_greedy
 from whale_opt.testing import instances
 
@@ -76,6 +76,37 @@ def test_a_victim_of_the_quota_elsewhere_is_a_moment() -> None:
     assert shifted.value == pytest.approx(free.value, rel=1e-9)
     (q,) = [item for item in shifted.decided.values() if item.id == "q"]
     assert q.start_s == 500
+
+
+@pytest.mark.parametrize(
+    ("gpus", "running"),
+    [
+        # A job asking no CPU or memory: its end changes no use on the node.
+        (4, [holding("x", "a0", [1, 3], 5000), RunningJob("y", (), 100, node="a0")]),
+        # A share under a longer one listed first on GPU 7: its end changes no use.
+        (
+            8,
+            [
+                holding("x", "a0", [1, 3, 5], 5000),
+                holding("s2", "a0", [7], 5000, gpu_milli=500),
+                holding("s1", "a0", [7], 100, gpu_milli=500),
+            ],
+        ),
+    ],
+    ids=["cpu-only", "share"],
+)
+def test_the_release_rules_first_end_is_a_moment(gpus: int, running: list[RunningJob]) -> None:
+    # No linked pair of a0's GPUs is free now; by count q fits at any time, but
+    # the release rule holds a planned NVLink job until a job on the node ends:
+    # at 100, where no use changes. Missed, the model's "optimum" was 6,000 (q at
+    # 5,000) against 1,100 (found in review).
+    instance = round_of([node("a0", gpus, nvlink="pairs")], [job("q", 2, 1000)], running)
+    shifted = _whole_round(instance, left_shift=True)
+    free = _whole_round(instance, left_shift=False)
+    assert shifted.proved and free.proved
+    assert shifted.value == pytest.approx(free.value, rel=1e-9)
+    (q,) = shifted.decided.values()
+    assert q.start_s == 100
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

@@ -476,8 +476,9 @@ class Constraints:
     def _left_shifted(self) -> None:
         """Dominance, not a rule: a placed job not started now starts at 1, at a moment
         the fixed usage of one of its candidate nodes (or of its tenant's quota)
-        changes, when a victim holding GPUs there (or of the quota) would end, or
-        when a freed job that may share a node (or the quota) with it ends.
+        changes, when a job there first ends (the release rule's moment), when a
+        victim holding GPUs there (or of the quota) would end, or when a freed job
+        that may share a node (or the quota) with it ends.
 
         Any valid decision maps onto one of these that costs no more (a
         semi-active schedule): a job starting at none of these moments moves back
@@ -536,8 +537,11 @@ class Constraints:
             m.add_bool_or(reasons)
 
     def _fixed_moments(self) -> dict[int | str, set[int]]:
-        """Per node, the moments its fixed GPU, CPU or memory use changes; per tenant
-        with a GPU quota (by name), those of its fixed GPUs."""
+        """Per node, the moments its fixed GPU, CPU or memory use changes and the first
+        end of a job there (the release rule's, :meth:`_planned_after_release`: a job
+        asking no CPU or memory, or a share under a longer one on its GPU, ends
+        without changing any use); per tenant with a GPU quota (by name), the
+        moments its fixed GPUs change."""
         timeline = self.hood.timeline
         out: dict[int | str, set[int]] = {}
         for n in {n for item in self.hood.jobs for n in item.nodes}:
@@ -550,6 +554,9 @@ class Constraints:
                 )
                 for t in profile.times
             }
+            release = timeline.first_end_at(n)
+            if release != float("inf"):
+                out[n].add(int(release))
         for name, tenant in self.hood.instance.tenants.items():
             if tenant.gpu_quota is not None:
                 out[name] = {int(t) for t in timeline.tenant_profile(name).times}
