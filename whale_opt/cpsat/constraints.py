@@ -502,17 +502,14 @@ class Constraints:
         ends = [
             w.start + sum(d * w.on_type[p] for p, d in item.durations.items()) for item, w in pairs
         ]
-        moments = self._fixed_moments()
-        quota = {name for name, tenant in instance.tenants.items() if tenant.gpu_quota is not None}
+        on_node, of_quota = self._fixed_moments()
         for j, (item, v) in enumerate(pairs):
             tenant = instance.queue[item.position].tenant
-            shared = tenant in quota
+            shared = tenant in of_quota
             nodes = set(item.nodes)
-            fixed = {1}
-            for n in nodes:
-                fixed |= moments.get(n, set())
+            fixed = {1}.union(*(on_node[n] for n in nodes))
             if shared:
-                fixed |= moments.get(tenant, set())
+                fixed |= of_quota[tenant]
             fixed |= {
                 victim.remaining
                 for victim in self.hood.victims
@@ -536,16 +533,16 @@ class Constraints:
                 reasons.append(after)
             m.add_bool_or(reasons)
 
-    def _fixed_moments(self) -> dict[int | str, set[int]]:
-        """Per node, the moments its fixed GPU, CPU or memory use changes and the first
-        end of a job there (the release rule's, :meth:`_planned_after_release`: a job
-        asking no CPU or memory, or a share under a longer one on its GPU, ends
-        without changing any use); per tenant with a GPU quota (by name), the
-        moments its fixed GPUs change."""
+    def _fixed_moments(self) -> tuple[dict[int, set[int]], dict[str, set[int]]]:
+        """Per candidate node, the moments its fixed GPU, CPU or memory use changes and
+        the first end of a job there (the release rule's, :meth:`_planned_after_release`:
+        a job asking no CPU or memory, or a share under a longer one on its GPU,
+        ends without changing any use); per tenant with a GPU quota, the moments
+        its fixed GPUs change."""
         timeline = self.hood.timeline
-        out: dict[int | str, set[int]] = {}
+        on_node: dict[int, set[int]] = {}
         for n in {n for item in self.hood.jobs for n in item.nodes}:
-            out[n] = {
+            on_node[n] = {
                 int(t)
                 for profile in (
                     timeline.gpu_profile(n),
@@ -556,11 +553,13 @@ class Constraints:
             }
             release = timeline.first_end_at(n)
             if release != float("inf"):
-                out[n].add(int(release))
-        for name, tenant in self.hood.instance.tenants.items():
-            if tenant.gpu_quota is not None:
-                out[name] = {int(t) for t in timeline.tenant_profile(name).times}
-        return out
+                on_node[n].add(int(release))
+        of_quota = {
+            name: {int(t) for t in timeline.tenant_profile(name).times}
+            for name, tenant in self.hood.instance.tenants.items()
+            if tenant.gpu_quota is not None
+        }
+        return on_node, of_quota
 
     def _zone_preference(self) -> None:
         """``outside`` is set when any chosen node lies outside the preferred zone."""
