@@ -46,7 +46,8 @@ otherwise. The reported bound is valid for every decision, the highest of:
 the analytic one (:mod:`whale_opt.bounds.analytic`); when the run reports
 bounds and the round is not proven by its whole model, the Lagrangian one
 (:mod:`whale_opt.bounds.lagrangian`, given ``LAGRANGIAN_SHARE`` of the limit,
-which the whole model leaves it); and CP-SAT's own bound
+which the whole model leaves it, or ``LARGE_LAGRANGIAN_SHARE`` on a queue too
+long for one whole model); and CP-SAT's own bound
 on the whole round's model when that model is complete (its LP sees each
 job's earliest start and the mean-busy-time cuts of :mod:`whale_opt.cpsat.cuts`).
 
@@ -83,6 +84,13 @@ FINISH_S_PER_JOB = 60e-6  # assembling and checking a decision, per job (measure
 # of ~30 jobs on 1,008 GPUs, 0.5 s of it comes within 0.1% of the converged bound
 # (0.9 s p50; bench/EXACT.md).
 LAGRANGIAN_SHARE = 0.1
+# Its share on a queue too long for one whole model, where its ascent is still rising
+# at a tenth of the limit and the searches after it gain little from that time:
+# cpsat at 5 s on 1,024 GPUs / 500 queued (seeds 530-533), median gap 6.2% -> 5.0%,
+# against wspt hetero -0.86 -> -1.45%, fragmented -1.70 -> -2.13%, mixed and dgx1
+# within 0.1 point; on 320 GPUs / 300 queued (12 rounds) the median gap 6.5% -> 5.8%,
+# -2.72 -> -2.79% against wspt. 0.3 was no better (bench/EXACT.md).
+LARGE_LAGRANGIAN_SHARE = 0.2
 # The Lagrangian prices' order (the starts they pick), blended with the greedy's this
 # share of the way, and with each job held to the GPU type the prices picked for it
 # when the second is True (a TypedOrder; only where a job has several types), in this
@@ -285,10 +293,11 @@ class CpSatPolicy:
             bound = max(bound, min(lns.exact_bound, value))
         if options.report_bound and instance.queue and bound < value - 1e-9 and not proven:
             tic = time.perf_counter()
-            until = min(deadline, tic + LAGRANGIAN_SHARE * limit)
+            given = LAGRANGIAN_SHARE if small else LARGE_LAGRANGIAN_SHARE
+            until = min(deadline, tic + given * limit)
             # Its first steps, where the prices that order the queue come from, may
             # take up to twice as long again (lagrangian.MIN_STEPS).
-            wall = min(deadline, tic + 3 * LAGRANGIAN_SHARE * limit)
+            wall = min(deadline, tic + 3 * given * limit)
             relaxed = solve_lagrangian(instance, value, until, wall)
             bound = max(bound, relaxed.bound)
             stats["bound_s"] += time.perf_counter() - tic
