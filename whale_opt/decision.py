@@ -156,6 +156,12 @@ def job_nodes(item: JobDecision) -> tuple[str, ...]:
     return item.nodes
 
 
+def job_node_positions(instance: Instance, item: JobDecision) -> tuple[int, ...]:
+    """The positions in ``instance`` of the nodes a started or planned job occupies
+    (:func:`job_nodes`; a name ``instance`` does not know raises KeyError)."""
+    return tuple(instance.node_index[node] for node in job_nodes(item))
+
+
 def placement_of(
     instance: Instance, item: JobDecision, gpus: int
 ) -> tuple[dict[int, int], dict[int, int] | None]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from whale_opt.cpsat.candidates import FreeJob, Neighbourhood, Victim, free_job
 from whale_opt.cpsat.symmetry import Interchangeable, idle, interchangeable, job_shapes
 from whale_opt.cpsat.victims import MAX_NEW_VICTIMS, choose_victims
-from whale_opt.decision import JobDecision
+from whale_opt.decision import JobDecision, job_node_positions
 from whale_opt.placement.records import Placement, to_placement
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance, class_rank
@@ -86,13 +86,6 @@ def choose_neighbourhood(
     return set(ranked[:size])
 
 
-def _nodes_of(instance: Instance, item: JobDecision) -> set[int]:
-    """The node positions a decided job uses (started: its GPUs; planned: its nodes)."""
-    if item.gpu_ids:
-        return {instance.parse_gpu(gpu).node for gpu in item.gpu_ids}
-    return {instance.node_index[node] for node in item.nodes}
-
-
 def _blockers(
     instance: Instance,
     incumbent: dict[int, JobDecision],
@@ -112,12 +105,12 @@ def _blockers(
         return sorted(incumbent, key=lambda k: (start(k), rng.random()))
     pivot = rng.choice(delayed[:3])
     types = set(instance.eligible_types[pivot])
-    racks = {instance.nodes[n].rack for n in _nodes_of(instance, incumbent[pivot])}
+    racks = {instance.nodes[n].rack for n in job_node_positions(instance, incumbent[pivot])}
     blockers = []
     for k, item in incumbent.items():
         if k == pivot or not start(k) < start(pivot):
             continue
-        nodes = _nodes_of(instance, item)
+        nodes = job_node_positions(instance, item)
         if any(instance.nodes[n].gpu_type in types for n in nodes):
             same_rack = any(instance.nodes[n].rack in racks for n in nodes)
             blockers.append((not same_rack, -start(k), rng.random(), k))

@@ -29,7 +29,14 @@ from __future__ import annotations
 
 import random
 
-from whale_opt.decision import Action, JobDecision, job_nodes, objective, placement_price
+from whale_opt.decision import (
+    Action,
+    JobDecision,
+    job_node_positions,
+    job_nodes,
+    objective,
+    placement_price,
+)
 from whale_opt.patience import Patience
 from whale_opt.placement.profile import INF
 from whale_opt.placement.records import to_job_decision, to_placement
@@ -107,7 +114,7 @@ class NodeSearch:
         for k, item in self.held.items():
             if item.action is not Action.PLANNED or item.start_s is None:
                 continue
-            nodes = tuple(instance.node_index[node] for node in job_nodes(item))
+            nodes = job_node_positions(instance, item)
             if waits_for_release(instance, instance.queue[k], nodes):
                 out[nodes[0]] = min(out.get(nodes[0], item.start_s), item.start_s)
         return out
