@@ -3,15 +3,22 @@ cannot survive is a bad file, named with its JSON path and value, exit code 2.""
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from whale_opt.check import check
 from whale_opt.cli import main
-from whale_opt.io import InputError, load_json, read_decision, read_instance
+from whale_opt.io import InputError, instance_from_dict, load_json, read_decision, read_instance
 from whale_opt.io.files import INT64_MAX, INT64_MIN, MAX_DEPTH
+from whale_opt.problem_data import MAX_AMOUNT, MAX_SECONDS, FieldError, GpuType, Node, QueuedJob
+from whale_opt.solve import solve
 
 DATA = Path(__file__).resolve().parent / "data"
 GOOD = (DATA / "good-one-job.json").read_text("utf-8")
@@ -173,3 +180,90 @@ def test_check_exits_2_on_a_bad_decision(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         f"error: {source}: bound: is not a JSON number: NaN and Infinity are not JSON (got NaN)"
     ]
+
+
+# -- ranges ---------------------------------------------------------------------------
+
+EVERY = json.loads((DATA / "good-every-feature.json").read_text("utf-8"))
+FIELD_LIMITS = {  # a JSON path into good-every-feature.json -> its largest value
+    "gpu_types.A100-80G.memory_gb": MAX_AMOUNT,
+    "gpu_types.A100-80G.speed": 1000,
+    "nodes[0].cpu": MAX_AMOUNT,
+    "nodes[0].memory_gb": MAX_AMOUNT,
+    "running[0].remaining_s": MAX_SECONDS,
+    "running[0].checkpoint_s": MAX_SECONDS,
+    "running[0].weight": MAX_AMOUNT,
+    "queue[0].duration_s": MAX_SECONDS,
+    "queue[0].weight": MAX_AMOUNT,
+    "queue[0].cpu": MAX_AMOUNT,
+    "queue[0].min_gpu_memory_gb": MAX_AMOUNT,
+    "priority_classes.urgent.weight": MAX_AMOUNT,
+    "policy.horizon_s": MAX_SECONDS,
+    "policy.time_limit_s": MAX_SECONDS,
+    "policy.aging_per_hour": MAX_AMOUNT,
+    "policy.zone_penalty_s": MAX_SECONDS,
+    "policy.min_run_s": MAX_SECONDS,
+}
+
+
+def _set(doc: Any, path: str, value: object) -> Any:
+    """A copy of ``doc`` with the value at ``path`` (``a.b[0].c``) set."""
+    doc = copy.deepcopy(doc)
+    keys = [int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", path)]
+    node = doc
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize("path", FIELD_LIMITS)
+def test_a_value_past_its_range_exits_2_naming_it(tmp_path: Path, path: str) -> None:
+    past = FIELD_LIMITS[path] * 2 if not path.endswith("time_limit_s") else 2e9
+    source = _write(tmp_path, json.dumps(_set(EVERY, path, past)))
+    result = CliRunner().invoke(main, ["solve", str(source), "--solver", "wspt"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {source}: {path}: must be "), line
+    assert f"<= {FIELD_LIMITS[path]} (got {past!r})" in line
+
+
+def test_times_before_now_have_a_range_too(tmp_path: Path) -> None:
+    doc = _set(EVERY, "queue[0].submitted_at", -2 * MAX_SECONDS)
+    with pytest.raises(InputError, match=r"queue\[0\]\.submitted_at: must be >= -1000000000"):
+        read_instance(_write(tmp_path, json.dumps(doc)))
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "message"),
+    [
+        (
+            lambda v: QueuedJob("q", 1, duration_s=v),
+            "duration_s",
+            "an integer >= 1 and <= 1000000000",
+        ),
+        (lambda v: Node("n", "A", 8, cpu=v), "cpu", "a number >= 0 and <= 1000000000"),
+        (lambda v: GpuType("A", 80, speed=v / 1e6), "speed", "a number >= 0.001 and <= 1000"),
+    ],
+)
+def test_records_built_in_python_hold_the_ranges(record: Any, field: str, message: str) -> None:
+    with pytest.raises(FieldError, match=f"^{field}: must be {message} "):
+        record(2 * MAX_SECONDS)
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "wspt", "frag-aware", "las"])
+def test_values_at_their_range_are_solved_and_checked(
+    solver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At the limits (past the 2**62 CP-SAT took before, nothing crashes the
+    model: a node's CPU or memory, the durations, the horizon, the seed)."""
+    doc = EVERY
+    for path, limit in FIELD_LIMITS.items():
+        if "weight" not in path and "aging" not in path and "speed" not in path:
+            doc = _set(doc, path, limit)
+    doc = _set(doc, "policy.seed", 2**62)
+    instance = instance_from_dict(doc)
+    with caplog.at_level(logging.WARNING, logger="whale_opt"):
+        decision = solve(instance, solver, time_limit_s=1.0)
+    assert check(instance, decision) == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whale_opt.problem_data import FieldError
+from whale_opt.problem_data import MAX_SECONDS, FieldError
 
 RUN_SETTINGS = ("time_limit_s", "seed", "report_bound")
 """The keys of an instance file's ``policy`` block that are run settings."""
@@ -57,9 +57,9 @@ class SolveOptions:
             isinstance(limit, bool)
             or not isinstance(limit, int | float)
             or not math.isfinite(limit)
-            or limit <= 0
+            or not 0 < limit <= MAX_SECONDS
         ):
-            raise FieldError("time_limit_s", limit, "must be a finite number > 0")
+            raise FieldError("time_limit_s", limit, f"must be a number > 0 and <= {MAX_SECONDS}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise FieldError("seed", self.seed, "must be an integer")
         if not isinstance(self.report_bound, bool):

@@ -127,7 +127,7 @@ class NeighbourhoodModel:
         """
         solver = new_solver(parameters)
         solver.parameters.max_time_in_seconds = time_limit_s
-        solver.parameters.random_seed = seed
+        solver.parameters.random_seed = seed % 2**31  # a 32-bit field: any seed maps into it
         if deterministic_s is not None:
             solver.parameters.max_deterministic_time = deterministic_s
         # CP-SAT can overshoot its own limit: a watchdog stops the search, at
