@@ -122,3 +122,28 @@ def test_deferring_is_priced_on_the_types_the_cluster_has() -> None:
         decision = solve(instance, solver, SolveOptions(time_limit_s=2, seed=0))
         assert check(instance, decision) == []
         assert decision.job("j").action is Action.START, solver
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "wspt", "frag-aware", "las", "best-fit"])
+def test_a_gang_no_nodes_could_hold_together_is_deferred_as_unservable(
+    solver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 16-GPU NVLink gang on two 8-GPU nodes of two racks, and a gang of 2**62
+    GPUs, never run: deferred with that reason, the rest placed. (The huge gang
+    once entered CP-SAT's model and overflowed it.)"""
+    types = {"A": GpuType("A", 80)}
+    nodes = (Node("n0", "A", 8, "nvswitch", rack="r0"), Node("n1", "A", 8, "nvswitch", rack="r1"))
+    queue = (
+        QueuedJob("split", 16, 600),
+        QueuedJob("huge", 2**62, 600, topology="any"),
+        QueuedJob("fits", 8, 600),
+    )
+    instance = Instance("gangs", types, nodes, queue=queue)
+    decision = solve(instance, solver, time_limit_s=1.0)
+    assert check(instance, decision) == []
+    by_id = {item.id: item for item in decision.jobs}
+    for job_id, need in (("split", "16 NVLink-connected "), ("huge", f"{2**62} ")):
+        assert by_id[job_id].action is Action.DEFERRED
+        assert f"no healthy node of type A can hold {need}GPUs" == by_id[job_id].reason
+    assert by_id["fits"].action is Action.START
+    assert "search failed" not in caplog.text

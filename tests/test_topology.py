@@ -301,14 +301,32 @@ def test_eligible_nodes_honour_nvlink_block_size(mixed: Instance) -> None:
 
 
 def test_eligible_nodes_for_multi_node_gangs_need_whole_connected_nodes(mixed: Instance) -> None:
-    assert eligible(mixed, QueuedJob("j", 16, 60)) == {"a0", "v0"}
-    assert eligible(mixed, QueuedJob("j", 16, 60, topology="rack")) == {
-        "a0",
-        "a1",
-        "a2",
-        "a3",
-        "v0",
-    }
+    # One whole linked A100 node (a0) and one V100 node: no 16-GPU gang of one type.
+    assert eligible(mixed, QueuedJob("j", 16, 60)) == set()
+    two = mixed.replace(nodes=(*mixed.nodes, Node("a5", "A100-80G", 8, "nvswitch")))
+    assert eligible(two, QueuedJob("j", 16, 60)) == {"a0", "a5"}
+    # Rack: the A100s hold 31 healthy GPUs in the rack, the V100 node alone 8.
+    assert eligible(mixed, QueuedJob("j", 16, 60, topology="rack")) == {"a0", "a1", "a2", "a3"}
+
+
+def test_a_gang_its_nodes_could_never_hold_together_has_none() -> None:
+    """Whole linked nodes of one size in one rack, one rack, or the cluster: a gang
+    larger than that is eligible nowhere (every solver defers it as unservable)."""
+    nodes = (
+        Node("a0", "A100-80G", 8, "nvswitch", rack="r1"),
+        Node("a1", "A100-80G", 8, "nvswitch", rack="r1"),
+        Node("a2", "A100-80G", 8, "nvswitch", rack="r2"),
+        Node("b0", "A100-80G", 4, "nvswitch", rack="r2"),
+    )
+    inst = Instance("gangs", TYPES, nodes)
+    assert eligible(inst, QueuedJob("j", 16, 60)) == {"a0", "a1"}
+    assert eligible(inst, QueuedJob("j", 24, 60)) == set()  # r2's 8 + 4 are not one size
+    assert eligible(inst, QueuedJob("j", 8, 60)) == {"a0", "a1", "a2"}  # alone each
+    assert eligible(inst, QueuedJob("j", 12, 60, topology="rack")) == {"a2", "b0"} | {"a0", "a1"}
+    assert eligible(inst, QueuedJob("j", 17, 60, topology="rack")) == set()
+    assert eligible(inst, QueuedJob("j", 28, 60, topology="any")) == {"a0", "a1", "a2", "b0"}
+    assert eligible(inst, QueuedJob("j", 29, 60, topology="any")) == set()
+    assert eligible(inst, QueuedJob("j", 2**62, 60, topology="any")) == set()
 
 
 def test_eligible_nodes_never_include_down_nodes(mixed: Instance) -> None:

@@ -249,11 +249,38 @@ def eligible_nodes(
     """
     job = instance.queue[position]
     types = set(instance.eligible_types[position])
-    return tuple(
+    hosts = [
         k
         for k, topo in enumerate(topologies)
         if topo.node.gpu_type in types and not topo.node.draining and node_can_host(job, topo)
-    )
+    ]
+    return _gang_hosts(job, topologies, hosts)
+
+
+def _gang_hosts(
+    job: QueuedJob, topologies: tuple[NodeTopology, ...], hosts: list[int]
+) -> tuple[int, ...]:
+    """Of nodes ``hosts`` (each able to hold its share of ``job`` when empty), those
+    among which the whole gang fits, all of one GPU type: an NVLink job larger
+    than a node on whole nodes of one size in one rack, a ``rack`` job in one
+    rack, an ``any`` job anywhere. (A gang asking more than its nodes could ever
+    hold together never runs, whatever waits.)"""
+    if job.cpu_only or job.topology == "node":
+        return tuple(hosts)  # one node: node_can_host has said
+    groups: dict[tuple[str, str, int], list[int]] = defaultdict(list)
+    held: dict[tuple[str, str, int], int] = defaultdict(int)
+    for k in hosts:
+        topo = topologies[k]
+        if job.topology == "nvlink":
+            if topo.size >= job.gpu_count:
+                key = ("", "", k)  # it holds the job alone
+            else:
+                key = (topo.node.gpu_type, topo.node.rack, topo.size)
+        else:
+            key = (topo.node.gpu_type, topo.node.rack if job.topology == "rack" else "", 0)
+        groups[key].append(k)
+        held[key] += popcount(topo.healthy)
+    return tuple(sorted(k for key, ks in groups.items() if held[key] >= job.gpu_count for k in ks))
 
 
 def nvlink_breaches(
