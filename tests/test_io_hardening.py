@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from whale_opt.check import check
 from whale_opt.cli import main
@@ -267,3 +269,58 @@ def test_values_at_their_range_are_solved_and_checked(
         decision = solve(instance, solver, time_limit_s=1.0)
     assert check(instance, decision) == []
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def _numeric_paths(node: Any, prefix: str = "") -> list[str]:
+    """The JSON paths of every number in ``node`` (``a.b[0].c``)."""
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _numeric_paths(v, f"{prefix}.{k}".lstrip("."))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _numeric_paths(v, f"{prefix}[{i}]")]
+    return [prefix] if isinstance(node, int | float) and not isinstance(node, bool) else []
+
+
+EXTREMES = [-(2**62), -MAX_SECONDS, -1, 0, 1, 1e-9, 0.001, 1000, MAX_SECONDS, 2**62, 1e300]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(st.sampled_from(_numeric_paths(EVERY)), st.sampled_from(EXTREMES)),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_any_number_at_an_extreme_is_refused_or_solved_and_checked(
+    changes: list[tuple[str, float]],
+) -> None:
+    """Found by mutating files: a CPU of 2**62, a weight of 1e300, a gang of 2**62
+    GPUs once raised through a solver. Now each such file is a bad file or a round
+    every solver decides validly, with no error logged."""
+    doc = EVERY
+    for path, value in changes:
+        doc = _set(doc, path, value)
+    try:
+        instance = instance_from_dict(doc)
+    except InputError:
+        return
+    errors = _ErrorLog()
+    logging.getLogger("whale_opt").addHandler(errors)
+    try:
+        for solver in ("wspt", "cpsat"):
+            decision = solve(instance, solver, time_limit_s=0.3)
+            assert check(instance, decision) == []
+    finally:
+        logging.getLogger("whale_opt").removeHandler(errors)
+    assert errors.messages == []
+
+
+class _ErrorLog(logging.Handler):
+    """The messages of error records (Hypothesis examples cannot share caplog)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
