@@ -142,8 +142,12 @@ def test_a_gang_no_nodes_could_hold_together_is_deferred_as_unservable(
     decision = solve(instance, solver, time_limit_s=1.0)
     assert check(instance, decision) == []
     by_id = {item.id: item for item in decision.jobs}
-    for job_id, need in (("split", "16 NVLink-connected "), ("huge", f"{2**62} ")):
+    reasons = {
+        "split": "16 NVLink-connected GPUs on whole NVLink-connected nodes of one size in one rack",
+        "huge": f"{2**62} GPUs in the cluster",
+    }
+    for job_id, what in reasons.items():
         assert by_id[job_id].action is Action.DEFERRED
-        assert f"no healthy node of type A can hold {need}GPUs" == by_id[job_id].reason
+        assert by_id[job_id].reason == f"the healthy nodes of type A cannot hold {what}"
     assert by_id["fits"].action is Action.START
     assert "search failed" not in caplog.text

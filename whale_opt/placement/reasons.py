@@ -6,7 +6,7 @@ from whale_opt.decision import JobDecision
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import Instance
 from whale_opt.rules import unreleased_plans
-from whale_opt.topology import node_can_host
+from whale_opt.topology import node_can_host, popcount
 
 
 def unjustified_plans(instance: Instance, decided: dict[int, JobDecision]) -> set[int]:
@@ -39,7 +39,19 @@ def deferral_reason(instance: Instance, position: int, timeline: ClusterState) -
         if draining:
             return f"every node that could hold it is draining: {', '.join(draining)}"
         need = "NVLink-connected " if job.topology == "nvlink" and job.gpu_count > 1 else ""
-        return f"no healthy node of type {', '.join(types)} can hold {job.gpu_count} {need}GPUs"
+        what = f"{job.gpu_count} {need}GPUs"
+        largest = max(
+            (popcount(t.healthy) for t in timeline.topologies if t.node.gpu_type in types),
+            default=0,
+        )
+        if job.topology != "node" and not job.cpu_only and job.gpu_count > largest:
+            together = {
+                "nvlink": "on whole NVLink-connected nodes of one size in one rack",
+                "rack": "in one rack",
+                "any": "in the cluster",
+            }[job.topology]
+            return f"the healthy nodes of type {', '.join(types)} cannot hold {what} {together}"
+        return f"no healthy node of type {', '.join(types)} can hold {what}"
     tenant = instance.tenants.get(job.tenant)
     if tenant is not None and tenant.gpu_quota is not None and tenant.gpu_quota < job.gpu_count:
         return (
