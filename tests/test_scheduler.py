@@ -258,3 +258,17 @@ def test_large_rounds_are_split_into_pools(monkeypatch: pytest.MonkeyPatch) -> N
         scheduler.submit(_job(f"j{k}", 8, 100, submitted=0))
     assert sorted(_round(scheduler, 0)) == ["j0", "j1"]
     assert calls == [2]
+
+
+def test_a_wall_clock_of_unix_seconds_runs_rounds() -> None:
+    """The round API keeps absolute times (a controller's clock is Unix seconds):
+    only instance files hold times relative to ``now`` within their ranges."""
+    scheduler = Scheduler(_cluster(), "cpsat")
+    now = 1_700_000_000
+    scheduler.submit(_job("a", 8, 3600, submitted=now - 60))
+    scheduler.submit(_job("b", 8, 7200, submitted=now))
+    scheduler.submit(_job("c", 8, 600, submitted=now))
+    assert sorted(_round(scheduler, now)) == ["a", "c"]  # the shortest waits least
+    scheduler.finish("c")
+    assert _round(scheduler, now + 600) == ["b"]
+    assert scheduler.running["b"].started_at == now + 600

@@ -322,6 +322,7 @@ def test_a_gang_its_nodes_could_never_hold_together_has_none() -> None:
     assert eligible(inst, QueuedJob("j", 16, 60)) == {"a0", "a1"}
     assert eligible(inst, QueuedJob("j", 24, 60)) == set()  # r2's 8 + 4 are not one size
     assert eligible(inst, QueuedJob("j", 8, 60)) == {"a0", "a1", "a2"}  # alone each
+    assert eligible(inst, QueuedJob("j", 12, 60)) == set()  # 8 + 4 of a node: not whole
     assert eligible(inst, QueuedJob("j", 12, 60, topology="rack")) == {"a2", "b0"} | {"a0", "a1"}
     assert eligible(inst, QueuedJob("j", 17, 60, topology="rack")) == set()
     assert eligible(inst, QueuedJob("j", 28, 60, topology="any")) == {"a0", "a1", "a2", "b0"}

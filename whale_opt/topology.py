@@ -262,7 +262,8 @@ def _gang_hosts(
 ) -> tuple[int, ...]:
     """Of nodes ``hosts`` (each able to hold its share of ``job`` when empty), those
     among which the whole gang fits, all of one GPU type: an NVLink job larger
-    than a node on whole nodes of one size in one rack, a ``rack`` job in one
+    than a node on whole nodes of one size in one rack (so a multiple of that
+    size), a ``rack`` job in one
     rack, an ``any`` job anywhere. (A gang asking more than its nodes could ever
     hold together never runs, whatever waits.)"""
     if job.cpu_only or job.topology == "node":
@@ -274,6 +275,8 @@ def _gang_hosts(
         if job.topology == "nvlink":
             if topo.size >= job.gpu_count:
                 key = ("", "", k)  # it holds the job alone
+            elif job.gpu_count % topo.size:
+                continue  # whole nodes of this size never add up to the gang
             else:
                 key = (topo.node.gpu_type, topo.node.rack, topo.size)
         else:

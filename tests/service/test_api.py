@@ -277,3 +277,23 @@ def test_an_explicit_submitted_at_of_0_is_kept(
     assert answer.status_code == 201, answer.text
     assert client.get("/v1/clusters/c/jobs/old").json()["submitted_at"] == 0
     assert answer.json()["submitted_at"] == 0
+
+
+def test_a_cluster_on_a_unix_clock_takes_jobs_and_decides(
+    client: TestClient, small_raw: dict[str, Any]
+) -> None:
+    """Queue items are checked as instance@1 items, but a cluster's times are its
+    clock's (Unix seconds here), not relative to a file's ``now``."""
+    now = 1_700_000_000
+    raw = {**small_raw, "queue": [], "running": []}
+    assert client.post("/v1/clusters", json={"name": "u", "instance": raw}).status_code == 201
+    assert client.post("/v1/clusters/u/decide", json={"now": now}).status_code == 200
+    given = {"id": "given", "gpus": 1, "duration_s": 600, "submitted_at": now - 30}
+    stamped = {"id": "stamped", "gpus": 1, "duration_s": 600}
+    for job in (given, stamped):
+        answer = client.post("/v1/clusters/u/jobs", json={"job": job})
+        assert answer.status_code == 201, answer.text
+    decided = client.post("/v1/clusters/u/decide", json={"now": now + 60})
+    assert decided.status_code == 200, decided.text
+    started = {item["id"] for item in decided.json()["jobs"] if item["action"] == "start"}
+    assert started == {"given", "stamped"}

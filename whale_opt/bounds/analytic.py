@@ -247,6 +247,8 @@ def flow_bound(
     # Costs are int64: scaled so that their sum stays below 2**62 (below 1 for
     # huge weights; flooring then only lowers the bound, which stays valid).
     scale = 2.0**62 / (4.0 * (sink + 2) * max(total_weighted, 1.0))
+    if not scale > 0:  # weights past a float's range (the records allow any finite one)
+        return outside
     tails, heads, caps, costs = [], [], [], []
     for j, k in enumerate(jobs):
         job = instance.queue[k]

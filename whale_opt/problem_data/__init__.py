@@ -12,7 +12,6 @@ from here.
 """
 
 from whale_opt.problem_data.fields import FROM_POLICY as FROM_POLICY
-from whale_opt.problem_data.fields import MAX_AMOUNT as MAX_AMOUNT
 from whale_opt.problem_data.fields import MAX_SECONDS as MAX_SECONDS
 from whale_opt.problem_data.fields import FieldError as FieldError
 from whale_opt.problem_data.instance import OVERDUE_LIFT as OVERDUE_LIFT

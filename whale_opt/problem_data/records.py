@@ -13,14 +13,10 @@ from typing import Literal
 
 from whale_opt.problem_data.fields import (
     FROM_POLICY,
-    MAX_AMOUNT,
-    MAX_SECONDS,
-    SPEEDS,
     _ident,
     _integer,
     _max_wait,
     _nonneg,
-    _number,
     _positive,
     _require,
 )
@@ -48,8 +44,8 @@ class GpuType:
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
-        _positive("memory_gb", self.memory_gb, MAX_AMOUNT)
-        _number("speed", self.speed, SPEEDS[0], SPEEDS[1], ">=")
+        _positive("memory_gb", self.memory_gb)
+        _positive("speed", self.speed)
 
 
 @dataclass(frozen=True)
@@ -77,8 +73,8 @@ class Node:
         _require("/" not in self.id, "id", self.id, "must not contain '/'")
         _ident("gpu_type", self.gpu_type)
         _integer("gpus", self.gpu_count, 1)
-        _nonneg("cpu", self.cpu, MAX_AMOUNT)
-        _nonneg("memory_gb", self.memory_gb, MAX_AMOUNT)
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
         _ident("rack", self.rack)
         if isinstance(self.nvlink, str):
             _require(
@@ -176,12 +172,21 @@ class RunningJob:
             list(self.gpu_ids),
             "lists a GPU twice",
         )
-        _integer("remaining_s", self.remaining_s, 1, maximum=MAX_SECONDS)
-        _nonneg("cpu", self.cpu, MAX_AMOUNT)
-        _nonneg("memory_gb", self.memory_gb, MAX_AMOUNT)
-        _positive("weight", self.weight, MAX_AMOUNT)
-        _integer("checkpoint_s", self.checkpoint_s, 0, maximum=MAX_SECONDS)
-        _integer("started_at", self.started_at, -MAX_SECONDS, maximum=MAX_SECONDS)
+        _require(
+            isinstance(self.remaining_s, int) and self.remaining_s >= 1,
+            "remaining_s",
+            self.remaining_s,
+            "must be an integer >= 1",
+        )
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
+        _positive("weight", self.weight)
+        _require(
+            isinstance(self.checkpoint_s, int) and self.checkpoint_s >= 0,
+            "checkpoint_s",
+            self.checkpoint_s,
+            "must be an integer >= 0",
+        )
         _ident("priority_class", self.priority_class)
         _integer("since_checkpoint_s", self.since_checkpoint_s, 0, optional=True)
 
@@ -261,15 +266,24 @@ class QueuedJob:
             "is required unless duration_by_type_s is given",
         )
         if self.duration_s is not None:
-            _integer("duration_s", self.duration_s, 1, maximum=MAX_SECONDS)
+            _require(
+                isinstance(self.duration_s, int) and self.duration_s >= 1,
+                "duration_s",
+                self.duration_s,
+                "must be an integer >= 1",
+            )
         for name, seconds in self.duration_by_type_s:
-            _integer(f"duration_by_type_s.{name}", seconds, 1, maximum=MAX_SECONDS)
-        _nonneg("min_gpu_memory_gb", self.min_gpu_memory_gb, MAX_AMOUNT)
+            _require(
+                isinstance(seconds, int) and seconds >= 1,
+                f"duration_by_type_s.{name}",
+                seconds,
+                "must be an integer >= 1",
+            )
+        _nonneg("min_gpu_memory_gb", self.min_gpu_memory_gb)
         _nonneg("attained_gpu_s", self.attained_gpu_s)
-        _nonneg("cpu", self.cpu, MAX_AMOUNT)
-        _nonneg("memory_gb", self.memory_gb, MAX_AMOUNT)
-        _positive("weight", self.weight, MAX_AMOUNT)
-        _integer("submitted_at", self.submitted_at, -MAX_SECONDS, maximum=MAX_SECONDS)
+        _nonneg("cpu", self.cpu)
+        _nonneg("memory_gb", self.memory_gb)
+        _positive("weight", self.weight)
         _require(
             self.topology in TOPOLOGIES,
             "topology",
@@ -332,7 +346,7 @@ class PriorityClass:
 
     def __post_init__(self) -> None:
         _ident("name", self.name)
-        _positive("weight", self.weight, MAX_AMOUNT)
+        _positive("weight", self.weight)
         _require(
             isinstance(self.rank, int) and not isinstance(self.rank, bool),
             "rank",
@@ -454,15 +468,20 @@ class Policy:
             )
             path = f"gpu_second_prices.{item[0]}"
             _require(not isinstance(item[1], bool), path, item[1], "must be a number >= 0")
-            _nonneg(path, item[1], MAX_AMOUNT)
+            _nonneg(path, item[1])
         names = [item[0] for item in items]
         for name in names:
             _require(names.count(name) == 1, f"gpu_second_prices.{name}", name, "priced twice")
         object.__setattr__(self, "gpu_second_prices", tuple(sorted(map(tuple, items))))
-        _integer("horizon_s", self.horizon_s, 1, maximum=MAX_SECONDS)
+        _require(
+            isinstance(self.horizon_s, int) and self.horizon_s >= 1,
+            "horizon_s",
+            self.horizon_s,
+            "must be an integer >= 1",
+        )
         for name in ("zone_penalty_s", "gpu_type_penalty_s", "nvlink_penalty_s", "min_run_s"):
-            _integer(name, getattr(self, name), 0, maximum=MAX_SECONDS)
-        _nonneg("aging_per_hour", self.aging_per_hour, MAX_AMOUNT)
+            _integer(name, getattr(self, name), 0)
+        _nonneg("aging_per_hour", self.aging_per_hour)
         _integer("max_preemptions", self.max_preemptions, 0, optional=True)
         _max_wait("max_wait_s", self.max_wait_s)
 
