@@ -68,6 +68,15 @@ def test_fields_defaults_and_conversions(tmp_path: Path) -> None:
             '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 1e30}\n',
             "line 1: duration_s: must be within the 64-bit range",
         ),
+        (
+            '{"id": "a", "submit_s": 1700000000000, "gpus": 1, "duration_s": 60}\n',
+            "line 1: submit_s: must be at most 1000000000 s, about 31.7 years (milliseconds?)"
+            " (got 1700000000000)",
+        ),
+        (
+            '{"id": "a", "submit_s": 0, "gpus": 1, "actual_duration_s": 2e9}\n',
+            "line 1: actual_duration_s: must be at most 1000000000 s",
+        ),
         ('{"id": "a", "submit_s": 0, "gpus": 1, "x": ' + "[" * 99 + "\n", "line 1: x"),
         (
             '{"id": "a", "submit_s": 0, "gpus": 2, "gpu_milli": 500, "duration_s": 60}\n',

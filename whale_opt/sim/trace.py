@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from whale_opt.io import INT64_MAX, InputError, parse_json, write_text
-from whale_opt.problem_data import DEFAULT_CLASS, FieldError, QueuedJob
+from whale_opt.problem_data import DEFAULT_CLASS, MAX_SECONDS, FieldError, QueuedJob
 from whale_opt.sim.config import Outage
 
 T = TypeVar("T")
@@ -139,8 +139,12 @@ def _text(value: Any) -> str:
 
 
 def _seconds(value: Any) -> int:
-    """A number of seconds; fractions round up to whole seconds."""
-    return _whole(math.ceil(_number(value)))
+    """A number of seconds, at most :data:`~whale_opt.problem_data.MAX_SECONDS` (as in
+    instance files; a time in milliseconds is the likely slip); fractions round up."""
+    seconds = _whole(math.ceil(_number(value)))
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS} s, about 31.7 years (milliseconds?)")
+    return seconds
 
 
 def _number(value: Any) -> float:
