@@ -191,3 +191,24 @@ def test_a_round_its_model_cannot_hold_keeps_the_decision_before_the_search(
     assert decision.stats["search_error"] == 1
     assert decision.objective == get_policy("wspt").decide(instance).objective
     assert "cpsat search failed" in caplog.text
+
+
+def test_a_model_cp_sat_refuses_is_counted_and_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Each number within an instance file's ranges, together past CP-SAT's 64-bit
+    # objective: a weight of 10^9 aged 10^9 per hour over 31 years. CP-SAT refuses
+    # every model; the heuristics decide, and the round says so.
+    instance = builders.round_of(
+        [builders.node("n0"), builders.node("n1")],
+        [builders.job(f"j{k}", 8, 3600, weight=1e9, submitted_at=-(10**9)) for k in range(4)],
+        aging_per_hour=1e9,
+    )
+    decision = CpSatPolicy().decide(instance, SolveOptions(time_limit_s=1.0))
+    assert check(instance, decision) == []
+    assert decision.stats["cpsat_rejected"] >= 1
+    assert "search_error" not in decision.stats
+    warnings = [r.getMessage() for r in caplog.records if "CP-SAT refused" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "(invalid model)" not in warnings[0]  # CP-SAT's own reason is passed on
+    assert decision.objective <= get_policy("wspt").decide(instance).objective

@@ -59,6 +59,12 @@ HOOD_MICROS_PER_PAIR = 30.0
 WHOLE_PARAMETERS: dict[str, Any] = {"max_presolve_iterations": 1}
 
 
+class ModelRejected(ValueError):
+    """CP-SAT refused a model as invalid; the message is its reason (numbers its
+    64-bit arithmetic cannot hold: weights, aging and waits near their limits
+    together can overflow the objective)."""
+
+
 @dataclass(frozen=True)
 class HoodResult:
     """A solved neighbourhood: the freed jobs' decisions, the victims it preempts,
@@ -146,6 +152,8 @@ class NeighbourhoodModel:
         finally:
             done.set()
             watchdog.join()
+        if status == cp_model.MODEL_INVALID:
+            raise ModelRejected(self.model.validate() or solver.solution_info())
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
         decided, preempted = decode(self.hood, self.variables, solver)

@@ -23,6 +23,7 @@ from whale_opt.cpsat.candidates import Neighbourhood
 from whale_opt.cpsat.cpmodel import (
     FIRST_SOLUTION_FACTOR,
     HoodResult,
+    ModelRejected,
     build_seconds,
     freed_share,
     model_build_seconds,
@@ -77,7 +78,20 @@ class LnsStats:
     exact_proven: int = 0
     exact_s: float = 0.0
     exact_bound: float = 0.0  # CP-SAT's bound on a whole round's model (0: none)
+    rejected: int = 0  # models CP-SAT refused as invalid (the first is logged)
     improved_by: dict[str, int] = field(default_factory=dict)  # strategy -> improvements
+
+    def reject(self, instance: Instance, exc: ModelRejected) -> None:
+        """Count a model CP-SAT refused; warn the first time in the round: the
+        searches without CP-SAT still run, and the decision stays valid."""
+        self.rejected += 1
+        if self.rejected == 1:
+            reason = str(exc).strip().partition(" vars:")[0] or "invalid model"  # not the list
+            log.warning(
+                "cpsat: CP-SAT refused the model of %s (%s); the heuristics' decision stands",
+                instance.name,
+                reason if len(reason) <= 160 else reason[:159] + "…",
+            )
 
     def audit(self, hood: Neighbourhood, result: HoodResult) -> bool:
         """Compare the decoded neighbourhood's cost (the decision's objective) with the
@@ -108,6 +122,8 @@ class LnsStats:
             "exact_s": self.exact_s,
             "exact_bound": self.exact_bound,
         }
+        if self.rejected:
+            out["cpsat_rejected"] = self.rejected
         out.update({f"lns_improved_{name}": count for name, count in self.improved_by.items()})
         if math.isfinite(self.pricing_gap):
             out["pricing_gap"] = self.pricing_gap
@@ -191,9 +207,13 @@ def exact_round(
         # Built and presolved, it would leave no time to search (or overrun the round).
         stats.exact_skipped = 1
         return jobs, value, False
-    result = solve_neighbourhood(
-        hood, parameters, deadline, preset, 0, seed, whole=True, patience=patience
-    )
+    try:
+        result = solve_neighbourhood(
+            hood, parameters, deadline, preset, 0, seed, whole=True, patience=patience
+        )
+    except ModelRejected as exc:
+        stats.reject(instance, exc)
+        return jobs, value, False
     if result is None:
         return jobs, value, False
     stats.exact_s = result.solve_s
@@ -264,9 +284,13 @@ def large_neighbourhood_search(
         hood = make_neighbourhood(
             instance, incumbent, free, topologies, preset.nodes_per_job, preempted
         )
-        result = solve_neighbourhood(
-            hood, parameters, deadline - overhead, preset, stats.rounds, seed, patience=patience
-        )
+        try:
+            result = solve_neighbourhood(
+                hood, parameters, deadline - overhead, preset, stats.rounds, seed, patience=patience
+            )
+        except ModelRejected as exc:
+            stats.reject(instance, exc)
+            result = None
         stats.rounds += 1
         stats.freed_jobs += len(hood.jobs)
         stats.freed_victims += len(hood.victims)
