@@ -517,3 +517,27 @@ def test_pools_are_cut_afresh_when_a_node_record_changes() -> None:
 
 def _copy(node: Node) -> Node:
     return replace(node)
+
+
+@pytest.mark.parametrize("solver", ["wspt", "cpsat"])
+def test_a_gang_no_pool_can_hold_is_placed_on_the_whole_cluster(solver: str) -> None:
+    """An ``any`` gang of 40 GPUs on four racks of 16 cut into pools of 16: no pool
+    holds it, the cluster does. It was assigned to a pool, which deferred it every
+    round (as if it could never run); it is now placed after the pools."""
+    types = {"A": GpuType("A", 80)}
+    nodes = tuple(
+        Node(f"n{r}{i}", "A", 8, "nvswitch", rack=f"r{r}") for r in range(4) for i in range(2)
+    )
+    queue = (
+        QueuedJob("big", 40, 600, topology="any"),
+        QueuedJob("small", 1, 600),
+        QueuedJob("huge", 80, 600, topology="any"),  # more than the cluster: never
+    )
+    instance = Instance("split-gang", types, nodes, queue=queue)
+    solve_pool = partial(solve_one_pool, solver=solver)
+    decision = solve_split(instance, solve_pool, solver, SolveOptions(time_limit_s=1), max_gpus=16)
+    assert check(instance, decision) == []
+    assert decision.job("big").action is Action.START
+    assert decision.job("small").action is Action.START
+    assert decision.job("huge").action is Action.DEFERRED
+    assert "cannot hold 80 GPUs in the cluster" in (decision.job("huge").reason or "")

@@ -254,10 +254,10 @@ def eligible_nodes(
         for k, topo in enumerate(topologies)
         if topo.node.gpu_type in types and not topo.node.draining and node_can_host(job, topo)
     ]
-    return _gang_hosts(job, topologies, hosts)
+    return gang_hosts(job, topologies, hosts)
 
 
-def _gang_hosts(
+def gang_hosts(
     job: QueuedJob, topologies: tuple[NodeTopology, ...], hosts: list[int]
 ) -> tuple[int, ...]:
     """Of nodes ``hosts`` (each able to hold its share of ``job`` when empty), those

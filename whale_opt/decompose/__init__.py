@@ -4,7 +4,9 @@
 its queue too long for the time limit (see there). Pools are whole racks of
 one GPU type, each at most ``max_gpus`` GPUs. Every queued job goes to one
 pool it can run in (highest priority first, to the least loaded pool
-relative to its speed-weighted capacity); running jobs stay where they run.
+relative to its speed-weighted capacity; an ``any`` gang no pool can hold
+goes to none, and the merge places it on the whole cluster); running jobs
+stay where they run.
 Each pool is an ordinary instance, solved by any policy; the merged decision
 is valid for the whole cluster because pools share no GPU. Pools carry the
 priority classes, guaranteed shares shifted so that every tenant is above or

@@ -10,7 +10,7 @@ from whale_opt.memo import IdentityMemo
 from whale_opt.placement.eligibility import Eligibility
 from whale_opt.policies.wspt import wspt_order
 from whale_opt.problem_data import Instance
-from whale_opt.topology import node_topologies, rack_groups
+from whale_opt.topology import gang_hosts, node_topologies, rack_groups
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,18 @@ class _NodeView:
         self.reach: dict[tuple[tuple[str, ...], int, str, bool], set[int]] = {}
 
     def pools_of(self, instance: Instance, position: int) -> set[int]:
-        """The pools queued job ``position`` could run in."""
+        """The pools queued job ``position`` could run in: whose own nodes could hold
+        its whole gang (an ``any`` gang larger than every pool's share of its type
+        has none, and is placed on the whole cluster after the pools: the merge)."""
         job = instance.queue[position]
         shape = (instance.eligible_types[position], job.gpu_count, job.topology, job.cpu_only)
         if shape not in self.reach:
-            eligible = Eligibility(instance, self.topologies).eligible(position)
-            self.reach[shape] = {self.where[n] for n in eligible}
+            inside: dict[int, list[int]] = defaultdict(list)
+            for n in Eligibility(instance, self.topologies).eligible(position):
+                inside[self.where[n]].append(n)
+            self.reach[shape] = {
+                p for p, nodes in inside.items() if gang_hosts(job, self.topologies, nodes)
+            }
         return self.reach[shape]
 
 

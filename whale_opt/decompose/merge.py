@@ -176,8 +176,9 @@ def _replace_again(
     instance: Instance, parts: list[Pool], state: _Merge, decided: dict[int, JobDecision]
 ) -> None:
     """Into ``decided`` (queue position -> decision): the jobs the merge took out,
-    list-scheduled again on the whole cluster, and a deferral with its reason for
-    every queued job no pool decided.
+    list-scheduled again on the whole cluster, and the jobs no pool could hold
+    (:meth:`~whale_opt.decompose.cut._NodeView.pools_of`) after them; a deferral
+    with its reason for every other queued job no pool decided.
 
     Only rounds with such jobs build the whole cluster's occupancy.
     """
@@ -187,10 +188,12 @@ def _replace_again(
         if placement is not None and k not in state.again:
             timeline.commit(k, placement)
     # Re-place within the job's own pool: its nodes are where it was meant to go,
-    # and searching the whole cluster costs more than the round has.
+    # and searching the whole cluster costs more than the round has. A job of no
+    # pool is searched for on the whole cluster: there are few, and none fits a pool.
     home = {k: frozenset(pool.nodes) for pool in parts for k in pool.jobs}
+    homeless = {k for k in range(len(instance.queue)) if k not in decided and k not in home}
     for k in wspt_order(instance):
-        if k not in state.again:
+        if k not in state.again and (k not in homeless or not timeline.eligible(k)):
             continue
         placement = timeline.best_placement(k, within=home.get(k))
         if placement is None:
