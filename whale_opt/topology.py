@@ -263,9 +263,8 @@ def gang_hosts(
     """Of nodes ``hosts`` (each able to hold its share of ``job`` when empty), those
     among which the whole gang fits, all of one GPU type: an NVLink job larger
     than a node on whole nodes of one size in one rack (so a multiple of that
-    size), a ``rack`` job in one
-    rack, an ``any`` job anywhere. (A gang asking more than its nodes could ever
-    hold together never runs, whatever waits.)"""
+    size), a ``rack`` job in one rack, an ``any`` job anywhere. (A gang asking
+    more than its nodes could ever hold together never runs, whatever waits.)"""
     if job.cpu_only or job.topology == "node":
         return tuple(hosts)  # one node: node_can_host has said
     groups: dict[tuple[str, str, int], list[int]] = defaultdict(list)

@@ -191,9 +191,13 @@ def _replace_again(
     # and searching the whole cluster costs more than the round has. A job of no
     # pool is searched for on the whole cluster: there are few, and none fits a pool.
     home = {k: frozenset(pool.nodes) for pool in parts for k in pool.jobs}
-    homeless = {k for k in range(len(instance.queue)) if k not in decided and k not in home}
+    homeless = {
+        k
+        for k in range(len(instance.queue))
+        if k not in decided and k not in home and timeline.eligible(k)
+    }
     for k in wspt_order(instance):
-        if k not in state.again and (k not in homeless or not timeline.eligible(k)):
+        if k not in state.again and k not in homeless:
             continue
         placement = timeline.best_placement(k, within=home.get(k))
         if placement is None:
