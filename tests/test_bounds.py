@@ -308,6 +308,24 @@ def test_the_prefix_rows_count_jobs_shorter_than_their_buckets() -> None:
     assert 400 <= bound <= 780
 
 
+def test_an_lp_that_runs_out_of_time_leaves_the_prefix_rows_theirs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The round above, with GLOP slow: it works until the time it is given and is
+    # stopped unsolved. Given all of the bound's time, it left the prefix rows none,
+    # and the bound stayed at the bucket rows' 120.
+    nodes = (Node("n", "A100", 1, "pcie"),)
+    queue = tuple(QueuedJob(f"j{i}", 1, 10) for i in range(12))
+    instance = Instance("short", TYPES, nodes, (), queue)
+
+    def slow_lp(relaxation: object, uses: object, deadline: float) -> None:
+        time.sleep(max(0.0, deadline - time.perf_counter()))
+
+    monkeypatch.setattr(lagrangian, "_lp_prices", slow_lp)
+    bound = lagrangian_bound(instance, 780.0, _soon(2.0))
+    assert 400 <= bound <= 780
+
+
 def _two_gangs_and_scattered_gpus() -> Instance:
     # Two 8-GPU nodes, each half held: 8 GPUs are free now, but no 8-GPU NVLink job
     # fits before a0 frees at 1,000 s (a1 frees at 5,000 s). p and q (3,000 s each)
