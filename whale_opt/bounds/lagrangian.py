@@ -96,7 +96,12 @@ DEFLECT = 0.7
 # 16- and 64-job rounds of 64-256 GPUs and replay rounds of 1,008 GPUs (0.3-1.2 s
 # at 0.5-2 million; 11-17 s at 4-11 million, where the ascent came within 0.2-1.6
 # points of it anyway): tried, after the ascent, when that fits in the time left.
+# Past LP_LINEAR_TERMS nonzeros the time per nonzero grows with their number:
+# 6.2 s at 2.65 million (mixed, 128 GPUs / 64 queued, seed 0), 80 s at 9.2 million
+# (hetero, 256 / 120, seed 1), unsolved at 90 s at 13 and 32 million (hetero and
+# fragmented, 1,024 / 500, seed 500); predicted 7, 85, 178 and 993 s.
 LP_MICROS_PER_TERM = 1.0
+LP_LINEAR_TERMS = 1_000_000
 # The LP gets at most this share of the time left after the ascent, the prefix
 # rows the rest. Given all of it, GLOP on a 1,024-GPU round (hetero, 500 queued,
 # seed 500; the bound's 24 s of a 120 s round) used 22 s, was stopped unsolved,
@@ -432,6 +437,12 @@ class _Shape:
         return float(self.gpus // self.node * (self.node // size))
 
 
+def _lp_seconds(terms: int) -> float:
+    """GLOP's predicted time to build and solve the relaxation's LP of ``terms``
+    nonzeros (:data:`LP_MICROS_PER_TERM`)."""
+    return LP_MICROS_PER_TERM * 1e-6 * terms * max(1.0, terms / LP_LINEAR_TERMS)
+
+
 def _lp_prices(relaxation: _Relaxation, uses: _Uses, deadline: float) -> np.ndarray | None:
     """The relaxation's LP solved by GLOP: its dual prices on the room (family x
     bucket); None when it would not be solved before ``deadline`` (predicted
@@ -442,7 +453,7 @@ def _lp_prices(relaxation: _Relaxation, uses: _Uses, deadline: float) -> np.ndar
     first = np.searchsorted(r.grid, uses.hi[live], side="right") - 1
     spans = np.searchsorted(r.grid, uses.end[live], side="left") - first
     terms = int(spans.sum()) + 2 * len(r.cost)
-    if LP_MICROS_PER_TERM * 1e-6 * terms > deadline - time.perf_counter():
+    if _lp_seconds(terms) > deadline - time.perf_counter():
         return None
     row, column, value = _room_rows(r.grid, uses, live, first, spans)
     model = linear_solver_pb2.MPModelProto()
