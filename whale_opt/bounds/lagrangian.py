@@ -92,14 +92,17 @@ START_FACTOR = 1.0  # the first steps' factor on the Polyak step
 # Measured on 1,024-GPU rounds, 0.5-1 s: mean gap to the greedy 8.97% -> 7.82%
 # (with the factor and stalls above, against 1.0 and 10 without deflection).
 DEFLECT = 0.7
-# GLOP on the LP (building it and solving it) took about this long per nonzero on
-# 16- and 64-job rounds of 64-256 GPUs and replay rounds of 1,008 GPUs (0.3-1.2 s
-# at 0.5-2 million; 11-17 s at 4-11 million, where the ascent came within 0.2-1.6
-# points of it anyway): tried, after the ascent, when that fits in the time left.
-# Past LP_LINEAR_TERMS nonzeros the time per nonzero grows with their number:
-# 6.2 s at 2.65 million (mixed, 128 GPUs / 64 queued, seed 0), 80 s at 9.2 million
-# (hetero, 256 / 120, seed 1), unsolved at 90 s at 13 and 32 million (hetero and
-# fragmented, 1,024 / 500, seed 500); predicted 7, 85, 178 and 993 s.
+# GLOP on the LP (building it and solving it): about LP_MICROS_PER_TERM per
+# nonzero up to LP_LINEAR_TERMS nonzeros (0.3-1.2 s at 0.5-2 million on 16- and
+# 64-job rounds of 64-256 GPUs), then a time per nonzero growing with their number
+# (the total with their square): 6.2 s at 2.65 million (mixed, 128 GPUs / 64
+# queued, seed 0), 80 s at 9.2 million (hetero, 256 / 120, seed 1), unsolved at
+# 90 s at 13 and 32 million (hetero and fragmented, 1,024 / 500, seed 500);
+# predicted 7, 85, 178 and 993 s. Replay rounds of 1,008 GPUs once took 11-17 s at
+# 4-11 million (predicted 16-121 s), where the ascent came within 0.2-1.6 points
+# of it: where the prediction is too high the LP is skipped, and the prefix rows
+# have that time. Tried after the ascent, when predicted to fit in LP_SHARE of the
+# time left.
 LP_MICROS_PER_TERM = 1.0
 LP_LINEAR_TERMS = 1_000_000
 # The LP gets at most this share of the time left after the ascent, the prefix
@@ -439,7 +442,8 @@ class _Shape:
 
 def _lp_seconds(terms: int) -> float:
     """GLOP's predicted time to build and solve the relaxation's LP of ``terms``
-    nonzeros (:data:`LP_MICROS_PER_TERM`)."""
+    nonzeros: :data:`LP_MICROS_PER_TERM` each, times their number over
+    :data:`LP_LINEAR_TERMS` past it (the total grows with their square there)."""
     return LP_MICROS_PER_TERM * 1e-6 * terms * max(1.0, terms / LP_LINEAR_TERMS)
 
 
