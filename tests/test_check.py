@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status, objective
 from whale_opt.problem_data import (
+    FieldError,
     GpuType,
     Instance,
     Node,
@@ -732,3 +733,37 @@ def test_checker_judges_any_gpu_choice_without_raising(
     )
     for violation in check(instance, decision):
         assert violation.kind and violation.message
+
+
+# -- a policy's own records: plain strings and lists, checked like the enums ---------
+
+
+def test_a_decision_of_plain_strings_and_lists_is_checked_like_one_of_enums() -> None:
+    # A policy that writes job.action == "start" builds its records with "start";
+    # the checker compares actions by identity, and once passed such a decision
+    # (a GPU twice, on a node that does not exist, a preemption not allowed) as valid.
+    instance = cluster(
+        QueuedJob("q", 2, duration_s=100),
+        running=(RunningJob("r", ("a0/0",), 100),),
+    )
+
+    def build(action: type[str] | type[Action], sequence: type[list[str]] | type[tuple[str, ...]]):
+        jobs = [
+            JobDecision("r", action("preempt")),
+            JobDecision("q", action("start"), sequence(["zz/9", "zz/9", "a0/0"]), 0, 100),
+        ]
+        status = Status.FEASIBLE if action is Action else "feasible"
+        return Decision(
+            "check", "mine", status, objective(instance, jobs), 0, 86_400, sequence(jobs)
+        )
+
+    with_enums = check(instance, build(Action, tuple))
+    assert {v.kind for v in with_enums} >= {"gpu-id", "preemption"}
+    assert check(instance, build(str, list)) == with_enums
+
+
+def test_an_action_no_decision_knows_is_refused_by_name() -> None:
+    with pytest.raises(FieldError, match=r"action: must be one of start, .* \(got 'begin'\)"):
+        JobDecision("q", "begin")  # type: ignore[arg-type]
+    with pytest.raises(FieldError, match=r"status: must be one of optimal"):
+        Decision("c", "mine", "done", 0.0, 0.0, 1, ())  # type: ignore[arg-type]

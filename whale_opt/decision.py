@@ -34,7 +34,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from whale_opt import preferences
 from whale_opt.memo import IdentityMemo
@@ -51,6 +51,24 @@ class Action(enum.StrEnum):
     KEEP = "keep"
     PREEMPT = "preempt"
     LOST = "lost"
+
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def _member(kind: type[_E], path: str, value: Any) -> _E:
+    """``value`` as a member of ``kind`` (its value given as a string, or the member).
+
+    Raises
+    ------
+    FieldError
+        ``value`` is no member's value.
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        names = ", ".join(member.value for member in kind)
+        raise FieldError(path, value, f"must be one of {names}") from None
 
 
 class Status(enum.StrEnum):
@@ -84,6 +102,18 @@ class JobDecision:
     reason: str | None = None
     dropped: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        # A policy may build its records with plain strings ("start") and lists.
+        # Everything downstream (the checker, the scheduler, the writer) compares
+        # actions by identity and hashes the sequences: normalised here, once.
+        if type(self.action) is not Action:
+            object.__setattr__(self, "action", _member(Action, "action", self.action))
+        for name in ("gpu_ids", "nodes", "node_gpus"):
+            if type(getattr(self, name)) is not tuple:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if type(self.dropped) is not tuple or any(type(d) is not tuple for d in self.dropped):
+            object.__setattr__(self, "dropped", tuple(tuple(d) for d in self.dropped))
+
     @property
     def cpu_only_node(self) -> str | None:
         """The node a started CPU-only job names (it holds no GPU); None otherwise."""
@@ -111,6 +141,13 @@ class Decision:
     jobs: tuple[JobDecision, ...]
     wall_s: float = 0.0
     stats: Mapping[str, float | int] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # As JobDecision's: a status given as a string, the jobs as a list.
+        if type(self.status) is not Status:
+            object.__setattr__(self, "status", _member(Status, "status", self.status))
+        if type(self.jobs) is not tuple:
+            object.__setattr__(self, "jobs", tuple(self.jobs))
 
     @property
     def gap(self) -> float:
