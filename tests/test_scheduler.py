@@ -10,7 +10,15 @@ from whale_opt.check import check
 from whale_opt.decision import Action, Decision, JobDecision, Status
 from whale_opt.options import DEFAULT_OPTIONS, SolveOptions
 from whale_opt.placement.serial import assemble
-from whale_opt.problem_data import GpuType, Instance, Node, Policy, QueuedJob, RunningJob
+from whale_opt.problem_data import (
+    FieldError,
+    GpuType,
+    Instance,
+    Node,
+    Policy,
+    QueuedJob,
+    RunningJob,
+)
 from whale_opt.registry import get_policy
 from whale_opt.scheduler import Scheduler
 
@@ -272,3 +280,65 @@ def test_a_wall_clock_of_unix_seconds_runs_rounds() -> None:
     scheduler.finish("c")
     assert _round(scheduler, now + 600) == ["b"]
     assert scheduler.running["b"].started_at == now + 600
+
+
+# -- what the scheduler refuses, by name, before its state goes wrong -----------------
+
+
+def test_a_job_naming_what_the_cluster_lacks_is_refused_at_submit() -> None:
+    # Accepted, it failed every later round's snapshot, and no job started again.
+    scheduler = Scheduler(_cluster(), "wspt")
+    with pytest.raises(FieldError, match=r"job bad\.gpu_types\[0\]: is not in gpu_types"):
+        scheduler.submit(QueuedJob("bad", 1, 100, gpu_types=("a100",)))
+    with pytest.raises(FieldError, match=r"job bad\.priority_class"):
+        scheduler.submit(QueuedJob("bad", 1, 100, priority_class="urgent"))
+    scheduler.submit(_job("good", 1, 100, 0))
+    assert _round(scheduler, 0) == ["good"]
+
+
+def test_two_proposals_on_one_state_cannot_both_be_applied() -> None:
+    # The propose-then-apply flow: each proposal is right for the state it saw, but
+    # the second, applied after the first, starts b on the GPUs a now holds.
+    cluster = Instance("one-node", _cluster().gpu_types, (_cluster().nodes[0],))
+    scheduler = Scheduler(cluster, "wspt")
+    scheduler.submit(_job("a", 8, 1000, 0))
+    first = scheduler.propose(0)
+    scheduler.submit(_job("b", 8, 500, 0))
+    second = scheduler.propose(0)
+    scheduler.apply(first, 0)
+    with pytest.raises(ValueError, match=r"job 'b' is started on a0/\d, which running jobs"):
+        scheduler.apply(second, 0)
+    assert set(scheduler.running) == {"a"} and set(scheduler.queue) == {"b"}  # unchanged
+    assert _round(scheduler, 10) == []  # b waits for a; the rounds go on
+
+
+def test_a_decision_about_jobs_the_scheduler_does_not_hold_is_refused() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    ghost = JobDecision("ghost", Action.START, ("a0/0",), 0, 100)
+    decision = Decision("x", "mine", Status.FEASIBLE, 100.0, 0.0, 86_400, (ghost,))
+    with pytest.raises(ValueError, match="job 'ghost' is started but not queued"):
+        scheduler.apply(decision, 0)
+    gone = JobDecision("ghost", Action.PREEMPT)
+    decision = Decision("x", "mine", Status.FEASIBLE, 0.0, 0.0, 86_400, (gone,))
+    with pytest.raises(ValueError, match="job 'ghost' is preempt but not running"):
+        scheduler.apply(decision, 0)
+
+
+def test_a_cpu_only_job_is_among_a_node_s_jobs_when_it_drains_or_goes_down() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    scheduler.submit(QueuedJob("cpu", 0, 1000, cpu=4))
+    scheduler.submit(_job("gpu", 8, 1000, 0))
+    assert sorted(_round(scheduler, 0)) == ["cpu", "gpu"]
+    node = scheduler.running["cpu"].node
+    assert node is not None
+    # The node is empty only once these end: it holds the CPU-only job too.
+    assert "cpu" in scheduler.drain(node)
+    assert "cpu" in scheduler.set_node_down(node)
+
+
+@pytest.mark.parametrize("gpu_id", ["a0/03", "a0/x", "a0/8", "zz/0", "a0"])
+def test_a_gpu_id_no_gpu_has_is_refused_by_fail_gpu(gpu_id: str) -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    with pytest.raises(ValueError, match=rf"'{gpu_id}'"):
+        scheduler.fail_gpu(gpu_id)
+    assert all(not node.failed_gpus for node in scheduler.nodes.values())

@@ -40,6 +40,7 @@ from whale_opt.decision import Action, Decision
 from whale_opt.options import SolveOptions
 from whale_opt.policies import SchedulingPolicy
 from whale_opt.problem_data import (
+    MILLI,
     GpuType,
     Instance,
     Node,
@@ -192,6 +193,8 @@ class Scheduler:
             raise ValueError(f"job {job.id!r} is already known")
         if checkpoint_s is not None and checkpoint_s < 0:
             raise ValueError(f"checkpoint_s must be >= 0 (got {checkpoint_s})")
+        # Refused here, by its id: accepted, it would fail every later round's snapshot.
+        self.template.check_job(job, f"job {job.id}")
         self.queue[job.id] = job
         self.work[job.id] = job
         self.restore_s[job.id] = self.checkpoint_s if checkpoint_s is None else checkpoint_s
@@ -222,7 +225,7 @@ class Scheduler:
         them with :meth:`requeue`.
         """
         self._set_node(replace(self.nodes[node_id], down=down))
-        return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id) if down else []
+        return self._on_node(node_id) if down else []
 
     def drain(self, node_id: str, draining: bool = True) -> list[str]:
         """Stop (or resume) new work on a node; its running jobs keep going.
@@ -230,22 +233,44 @@ class Scheduler:
         Returns the jobs still running there: the node is empty once they end.
         """
         self._set_node(replace(self.nodes[node_id], draining=draining))
-        return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id)
+        return self._on_node(node_id)
 
     def fail_gpu(self, gpu_id: str, failed: bool = True) -> list[str]:
-        """Mark one GPU failed (or repaired); returns the jobs that lost it."""
-        node_id, _, index_text = gpu_id.rpartition("/")
-        node = self.nodes[node_id]
+        """Mark one GPU failed (or repaired); returns the jobs that lost it.
+
+        Raises ValueError when ``gpu_id`` is not ``<node>/<index>`` of a GPU of
+        a known node (``n1/3``; not ``n1/03``).
+        """
+        node, index = self._gpu(gpu_id)
         broken = set(node.failed_gpus)
         if failed:
-            broken.add(int(index_text))
+            broken.add(index)
         else:
-            broken.discard(int(index_text))
+            broken.discard(index)
         self._set_node(replace(node, failed_gpus=tuple(sorted(broken))))
         return self._hit(lambda gpu: gpu == gpu_id) if failed else []
 
+    def _gpu(self, gpu_id: str) -> tuple[Node, int]:
+        """The node and index of GPU ``gpu_id``; ValueError when it names none."""
+        node_id, _, index_text = gpu_id.rpartition("/")
+        node = self.nodes.get(node_id)
+        # The canonical index only: "n1/03" names no GPU a job's ids could hold.
+        if node is None or not index_text.isdigit() or str(int(index_text)) != index_text:
+            raise ValueError(f"{gpu_id!r} is not a GPU id of this cluster (<node>/<index>)")
+        if int(index_text) >= node.gpu_count:
+            raise ValueError(f"{gpu_id!r}: node {node_id!r} has {node.gpu_count} GPUs")
+        return node, int(index_text)
+
     def _hit(self, lost: Callable[[str], bool]) -> list[str]:
         return sorted(job_id for job_id, held in self.running.items() if any(map(lost, held.gpus)))
+
+    def _on_node(self, node_id: str) -> list[str]:
+        """The running jobs on node ``node_id``: a GPU there, or (CPU-only) the node."""
+        return sorted(
+            job_id
+            for job_id, held in self.running.items()
+            if held.node == node_id or any(gpu.rpartition("/")[0] == node_id for gpu in held.gpus)
+        )
 
     def requeue(self, job_id: str, remaining_fraction: float | None, now: int) -> QueuedJob:
         """Put a running job back in the queue; returns it as queued.
@@ -416,7 +441,16 @@ class Scheduler:
         A preempted or lost job goes back with ``remaining[job_id]`` of its
         attempt's work when the caller knows it, else with the work left at its
         last checkpoint; its restart pays its restore time.
+
+        Raises ValueError, and changes nothing, when the decision does not fit
+        this state: it starts a job that is not queued, preempts one that is not
+        running, or starts a job on GPUs that are not this cluster's or that
+        running jobs already fill (a decision made on another state: two
+        proposals applied one after the other). The rest of the rules are the
+        checker's (:func:`whale_opt.check.check`, against the instance the
+        decision was made on).
         """
+        self._refuse_clashes(decision)
         remaining = remaining or {}
         planned = sorted(
             (item.start_s or 0, item.id) for item in decision.by_action(Action.PLANNED)
@@ -431,6 +465,32 @@ class Scheduler:
             self.running[item.id] = Placed(
                 job, item.gpu_ids, now, now + (item.end_s or 0), restore, node=item.cpu_only_node
             )
+
+    def _refuse_clashes(self, decision: Decision) -> None:
+        """ValueError when ``decision`` does not fit this state (see :meth:`apply`)."""
+        freed = set()
+        for item in decision.jobs:
+            if item.action in (Action.PREEMPT, Action.LOST):
+                if item.id not in self.running:
+                    raise ValueError(f"job {item.id!r} is {item.action} but not running")
+                freed.add(item.id)
+        used: dict[str, int] = {}  # thousandths of each GPU held
+        for job_id, held in self.running.items():
+            if job_id not in freed:
+                for gpu in held.gpus:
+                    used[gpu] = used.get(gpu, 0) + held.job.gpu_milli
+        for item in decision.by_action(Action.START):
+            job = self.queue.get(item.id)
+            if job is None:
+                raise ValueError(f"job {item.id!r} is started but not queued")
+            for gpu in item.gpu_ids:
+                self._gpu(gpu)
+                used[gpu] = used.get(gpu, 0) + job.gpu_milli
+                if used[gpu] > MILLI:
+                    raise ValueError(
+                        f"job {item.id!r} is started on {gpu}, which running jobs already"
+                        " fill (was the decision made on another state?)"
+                    )
 
 
 def _scaled(job: QueuedJob, fraction: float) -> QueuedJob:

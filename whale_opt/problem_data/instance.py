@@ -298,6 +298,38 @@ class Instance:
             )
             self._check_class(f"lost[{k}].priority_class", job.priority_class)
 
+    def check_job(self, job: QueuedJob, path: str) -> None:
+        """That the names ``job`` uses are this cluster's: its GPU types (allowed,
+        preferred and timed) and its priority class; ``path`` locates it in errors.
+
+        Raises
+        ------
+        FieldError
+            A name is not the cluster's.
+        """
+        for t, name in enumerate(job.gpu_types):
+            _require(
+                name in self.gpu_types,
+                f"{path}.gpu_types[{t}]",
+                name,
+                "is not in gpu_types (a typo?)",
+            )
+        self._check_class(f"{path}.priority_class", job.priority_class)
+        for t, name in enumerate(job.preferred_gpu_types):
+            _require(
+                name in self.gpu_types,
+                f"{path}.preferred_gpu_types[{t}]",
+                name,
+                "is not in gpu_types (a typo?)",
+            )
+        for name, _ in job.duration_by_type_s:
+            _require(
+                name in self.gpu_types,
+                f"{path}.duration_by_type_s",
+                name,
+                "is not in gpu_types (a typo?)",
+            )
+
     def _check_queue(self) -> None:
         seen = {job.id for job in (*self.running, *self.lost)}
         eligible: list[tuple[str, ...]] = []
@@ -305,28 +337,7 @@ class Instance:
         for k, job in enumerate(self.queue):
             _require(job.id not in seen, f"queue[{k}].id", job.id, "duplicate job id")
             seen.add(job.id)
-            for t, name in enumerate(job.gpu_types):
-                _require(
-                    name in self.gpu_types,
-                    f"queue[{k}].gpu_types[{t}]",
-                    name,
-                    "is not in gpu_types (a typo?)",
-                )
-            self._check_class(f"queue[{k}].priority_class", job.priority_class)
-            for t, name in enumerate(job.preferred_gpu_types):
-                _require(
-                    name in self.gpu_types,
-                    f"queue[{k}].preferred_gpu_types[{t}]",
-                    name,
-                    "is not in gpu_types (a typo?)",
-                )
-            for name, _ in job.duration_by_type_s:
-                _require(
-                    name in self.gpu_types,
-                    f"queue[{k}].duration_by_type_s",
-                    name,
-                    "is not in gpu_types (a typo?)",
-                )
+            self.check_job(job, f"queue[{k}]")
             allowed = job.gpu_types or tuple(self.gpu_types)
             by_type = dict(job.duration_by_type_s)
             types: list[str] = []
