@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from whale_opt.cli import main
-from whale_opt.io import InputError, read_decision, read_instance
+from whale_opt.io import InputError, read_decision, read_instance, write_instance
 
 DATA = Path(__file__).resolve().parent / "data"
 SMALL = Path(__file__).resolve().parent.parent / "instances" / "small" / "two-racks-mixed.json"
@@ -136,6 +138,105 @@ def test_solve_into_missing_directory_exits_2_without_traceback(tmp_path: Path) 
     result = run("solve", SMALL, "-o", out)
     assert_one_error_line(result, f"error: {out}: cannot write: no such directory")
     assert not out.parent.exists()
+
+
+def test_solve_into_an_empty_path_exits_2_naming_the_option() -> None:
+    result = run("solve", SMALL, "-o", "")
+    assert_one_error_line(result, "error: -o/--output: is empty: give a path to write (got '')")
+
+
+def test_solve_into_a_folder_exits_2(tmp_path: Path) -> None:
+    result = run("solve", SMALL, "-o", tmp_path)
+    assert_one_error_line(result, f"error: {tmp_path}: cannot write: is a directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_solve_under_a_file_exits_2(tmp_path: Path) -> None:
+    keep = tmp_path / "keep.json"
+    keep.write_text("mine")
+    result = run("solve", SMALL, "-o", keep / "decision.json")
+    assert_one_error_line(
+        result, f"error: {keep / 'decision.json'}: cannot write: {keep} is not a directory"
+    )
+    assert keep.read_text() == "mine"
+
+
+def test_solve_into_an_unwritable_folder_exits_2(unwritable: Path) -> None:
+    out = unwritable / "decision.json"
+    result = run("solve", SMALL, "-o", out)
+    assert_one_error_line(result, f"error: {out}: cannot write: Permission denied")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+def test_solve_onto_its_own_instance_exits_2_and_keeps_it(tmp_path: Path, link: str) -> None:
+    instance = tmp_path / "same.json"
+    instance.write_bytes(SMALL.read_bytes())
+    out = instance if link == "same" else tmp_path / "other.json"
+    if link == "symlink":
+        out.symlink_to(instance.name)
+    elif link == "hardlink":
+        os.link(instance, out)
+    result = run("solve", instance, "-o", out)
+    assert_one_error_line(
+        result, f"error: {out}: cannot write: is the input file {instance}; give another path"
+    )
+    assert instance.read_bytes() == SMALL.read_bytes()
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Path:
+    """A folder where this process cannot create files: read-only, or /sys for root."""
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o500)
+    for candidate in (folder, Path("/sys")):
+        try:
+            with tempfile.TemporaryFile(dir=candidate):
+                pass
+        except PermissionError:
+            return candidate
+    pytest.skip("every folder here takes new files")
+
+
+# -- simulate and train: output folders ---------------------------------------
+
+
+@pytest.fixture
+def replay(tmp_path: Path) -> list[str]:
+    """``simulate`` of a one-job trace on the small cluster, without ``-o``."""
+    cluster = tmp_path / "cluster.json"
+    write_instance(cluster, read_instance(SMALL).replace(running=(), queue=()))
+    trace = tmp_path / "jobs.jsonl"
+    trace.write_text('{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60}\n')
+    return ["simulate", str(trace), "--cluster", str(cluster)]
+
+
+def test_simulate_and_train_write_into_a_folder_or_exit_2(
+    tmp_path: Path, replay: list[str], unwritable: Path
+) -> None:
+    keep = tmp_path / "keep.json"
+    keep.write_text("mine")
+    before = sorted(tmp_path.iterdir())
+    cases = [
+        (keep, f"error: {keep}: cannot write: not a directory"),
+        (keep / "sub", f"error: {keep / 'sub'}: cannot write: {keep} is not a directory"),
+        (unwritable / "sub", f"error: {unwritable / 'sub'}: cannot write: Permission denied"),
+        ("", "error: -o/--output: is empty: give a path to write (got '')"),
+    ]
+    for out, message in cases:
+        result = run(*replay, "-o", out)
+        assert_one_error_line(result, message)
+        result = run("train", "--timesteps", "1", "-o", out)
+        assert_one_error_line(result, message.replace("-o/--output", "-o/--out"))
+    assert sorted(tmp_path.iterdir()) == before and keep.read_text() == "mine"
+    assert not (unwritable / "sub").exists()
+
+
+def test_simulate_makes_a_missing_folder(tmp_path: Path, replay: list[str]) -> None:
+    out = tmp_path / "new" / "results"
+    result = run(*replay, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "summary.csv").is_file() and (out / "wspt-jobs.csv").is_file()
 
 
 # -- check --------------------------------------------------------------------

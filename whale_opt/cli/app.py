@@ -26,6 +26,7 @@ from whale_opt.io import (
     schema,
     write_decision,
 )
+from whale_opt.io.files import output_file
 from whale_opt.problem_data import FieldError, Instance
 from whale_opt.solve import SOLVERS, solve
 
@@ -47,6 +48,32 @@ def _input_errors(command: F) -> F:
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
+
+
+class _OneLineError(click.ClickException):
+    """A bad option value click itself finds, said as :func:`_input_errors` says one."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+class OutputPath(click.Path):
+    """Where a command writes (a file or a folder), as a :class:`~pathlib.Path`.
+
+    An empty value is refused here: it would become ``Path(".")``, the current
+    folder, and no later check could tell it from ``-o .``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            option = "/".join(param.opts) if param is not None else "path"
+            raise _OneLineError(f"{option}: is empty: give a path to write (got {value!r})")
+        return super().convert(value, param, ctx)
 
 
 @click.group()
@@ -113,7 +140,7 @@ def _executor(kind: str, address: str) -> Executor | None:
     help=f"CP-SAT parameter preset: {', '.join(preset_names())} (default: default).",
 )
 @click.option("--time-limit", type=float, default=None, help="Seconds; overrides the instance.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write decision@1 here.")
+@click.option("-o", "--output", type=OutputPath(), help="Write decision@1 here.")
 @click.option("--json", "as_json", is_flag=True, help="Print decision@1 JSON, not a table.")
 @click.option(
     "--executor",
@@ -141,8 +168,8 @@ def solve_command(
 ) -> None:
     """Decide one round for INSTANCE_FILE and print the placement."""
     instance, options = read_round(instance_file)
-    if output is not None and not output.parent.is_dir():
-        _fail(output, "cannot write: no such directory")
+    if output is not None:
+        output_file(output, [instance_file])
     pool = _executor(executor, ray_address)
     try:
         decision = solve(

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from whale_opt.cli.app import EXIT_BAD_INPUT, _fail, _input_errors, main
+from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main
+from whale_opt.io.files import output_folder
 
 DEFAULT_DATA = Path("../shared/data/traces")
 PUBLISHED_NAMES = ("Random", "DotProd", "Clustering", "Packing", "BestFit", "FGD")
@@ -96,7 +97,7 @@ def _traces(given: tuple[str, ...], folder: Path) -> list[str]:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=OutputPath(),
     default=Path("results/pack"),
     show_default=True,
     help="Directory for curves.csv, seeds.csv, table.md and packing-<trace>.png.",
@@ -133,8 +134,7 @@ def pack_command(
         _fail(node_file, "cannot read: no such file (give --nodes FILE, or --data DIR)")
     names = _traces(traces, folder)
     chosen = _policies(policies)
-    if output.exists() and not output.is_dir():
-        _fail(output, "cannot write: not a directory")
+    output_folder(output)  # before the runs, not after them
     cluster = read_cluster(node_file)
     seed_list = tuple(range(first_seed, first_seed + seeds))
     results = []

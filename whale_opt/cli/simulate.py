@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
+from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main
 from whale_opt.io import read_instance
+from whale_opt.io.files import output_folder
 from whale_opt.problem_data import FieldError
 from whale_opt.registry import REGISTRY
 
@@ -60,7 +61,7 @@ class MaxWait(click.ParamType):
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=OutputPath(),
     default=Path("results"),
     show_default=True,
     help="Directory for the CSV tables and PNG plots.",
@@ -169,6 +170,7 @@ def simulate_command(
         sys.exit(EXIT_BAD_INPUT)
     failures = options["failures_file"]
     outages = read_outages(failures) if failures is not None else ()
+    output_folder(output)  # a bad folder now, not after the replays
     results = []
     for name in dict.fromkeys(policies):
         try:
@@ -193,7 +195,6 @@ def simulate_command(
         except (FieldError, ValueError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
-        result.write(output)
         results.append(result)
     table = compare(results)
     floor = None
@@ -201,8 +202,13 @@ def simulate_command(
         noise = SimConfig(seed=options["seed"], duration_noise_sigma=options["noise"])
         floor = replay_floor(trace, cluster, noise)
         table.loc["floor_weighted_jct_s"] = floor
-    table.to_csv(output / "summary.csv")
-    plot_all(results, output)
+    try:
+        for result in results:
+            result.write(output)
+        table.to_csv(output / "summary.csv")
+        plot_all(results, output)
+    except OSError as exc:  # checked above; a full disk or a race remains
+        _fail(output, f"cannot write: {exc.strerror or exc}")
     click.echo(summary_table(results))
     if floor is not None:
         click.echo(floor_lines(floor, results))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
+from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _input_errors, main
+from whale_opt.io.files import output_folder
 from whale_opt.problem_data import FieldError
 
 DEFAULT_OUT = Path("runs") / "learned"
@@ -59,7 +60,7 @@ def _seeds(text: str) -> tuple[int, ...]:
 @click.option(
     "-o",
     "--out",
-    type=click.Path(path_type=Path),
+    type=OutputPath(),
     default=DEFAULT_OUT,
     show_default=True,
     help="Directory for model.zip (+ .json), checkpoints/, curve.csv, curve.png, train.json.",
@@ -104,6 +105,7 @@ def train_command(
         option = OPTION_OF.get(exc.path) or "--" + exc.path.lstrip("-").replace("_", "-")
         click.echo(f"error: {option}: {exc.message} (got {exc.value!r})", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    output_folder(out)  # a bad folder now, not after training
     with tqdm(total=timesteps, desc="train", unit="step") as bar:
         result = train(config, out, progress=lambda n: bar.update(n - bar.n))
     plot_curve(result.curve, out / "curve.png")

@@ -2,7 +2,9 @@
 
 :class:`InputError` names the file, the JSON path and the bad value; schema
 errors are described in words here, and record errors (FieldError) become
-InputErrors through :func:`_build`. :func:`write_json` writes atomically.
+InputErrors through :func:`_build`. :func:`write_json` writes atomically;
+:func:`output_file` and :func:`output_folder` check where a command will write
+before it works, with an InputError naming the path.
 
 :func:`load_json` reads strict JSON: what the standard reader silently
 accepts or cannot survive is an InputError too, naming the JSON path and the
@@ -21,7 +23,8 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -367,7 +370,9 @@ def write_text(path: str | Path, text: str) -> None:
     with ``mkstemp``'s owner-only 0o600, so outputs stay readable by others.
     """
     target = Path(path)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Beside the target, named even when the target has no name (``Path("")`` is
+    # ``.``): then the rename fails with an OSError, as for any folder.
+    temp = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
@@ -378,3 +383,56 @@ def write_text(path: str | Path, text: str) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def output_file(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
+    """``path`` checked as a file :func:`write_text` can write, before any work.
+
+    An :class:`InputError` names ``path`` when it is a folder, when its folder
+    is missing, not a folder or not writable, or when it is one of ``inputs``
+    (the same file under any name: a link too), so that an output never
+    replaces what was read.
+    """
+    target = Path(path)
+    source = str(path)
+    if target.is_dir():
+        raise InputError(source, "", "cannot write: is a directory")
+    folder = target.parent
+    if not folder.is_dir():
+        why = f"{folder} is not a directory" if folder.exists() else "no such directory"
+        raise InputError(source, "", f"cannot write: {why}")
+    for given in inputs:
+        if target.exists() and Path(given).exists() and os.path.samefile(target, given):
+            raise InputError(
+                source, "", f"cannot write: is the input file {given}; give another path"
+            )
+    _probe(folder, source)
+    return target
+
+
+def output_folder(path: str | Path) -> Path:
+    """``path`` checked as a folder to write files into, before any work.
+
+    Nothing is created: a missing folder must be one its nearest existing
+    parent lets the command make (the writers make it, with its parents).
+    An :class:`InputError` names ``path`` when it or that parent is a file,
+    or cannot be written in.
+    """
+    target = Path(path)
+    source = str(path)
+    if target.exists() and not target.is_dir():
+        raise InputError(source, "", "cannot write: not a directory")
+    existing = next(folder for folder in (target, *target.parents) if folder.exists())
+    if not existing.is_dir():
+        raise InputError(source, "", f"cannot write: {existing} is not a directory")
+    _probe(existing, source)
+    return target
+
+
+def _probe(folder: Path, source: str) -> None:
+    """Create and remove a file in ``folder``: the one sure test that it takes files."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".whale-opt-"):
+            pass
+    except OSError as exc:
+        raise InputError(source, "", f"cannot write: {exc.strerror or exc}") from exc
