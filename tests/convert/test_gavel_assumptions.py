@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import errno
 import json
 from pathlib import Path
@@ -20,8 +21,8 @@ from whale_opt.convert import (
     with_gavel_speeds,
 )
 from whale_opt.generate import GPU_TYPES
-from whale_opt.io import InputError, read_instance
-from whale_opt.sim import read_trace
+from whale_opt.io import InputError, read_instance, write_instance
+from whale_opt.sim import TraceJob, read_trace
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 RESNET = "ResNet-50 (batch size 64)"
@@ -163,3 +164,82 @@ def test_cli_import_failed_write_keeps_old_outputs(
     assert f"error: {trace}: cannot write: No space left on device" in result.output
     assert cluster.read_text() == "the old cluster"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+SMALL = Path(__file__).resolve().parents[2] / "instances" / "small" / "two-racks-mixed.json"
+
+
+def _gavel_import(tmp_path: Path, *jobs: dict[str, object]) -> tuple[list[str], Path]:
+    """``import gavel`` arguments for ``jobs`` on the small cluster, and its trace out."""
+    cluster = tmp_path / "cluster.json"
+    write_instance(cluster, read_instance(SMALL).replace(running=(), queue=()))
+    trace = tmp_path / "jobs.jsonl"
+    trace.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "gavel.jsonl"
+    args = ["import", "gavel", str(trace), "--cluster", str(cluster)]
+    args += ["--throughputs", str(TRACES / "gavel_throughputs.json"), "--trace-out", str(out)]
+    return args, out
+
+
+def test_gavel_import_then_replay_runs_the_actual_duration(tmp_path: Path) -> None:
+    # On A100 (speed 1.0, no Gavel worker) the class changes nothing; on V100 (the
+    # class's measured throughput) every class runs reference / the V100 speed.
+    both = {"submit_s": 0, "gpus": 1, "duration_s": 3600, "actual_duration_s": 4000}
+    args, out = _gavel_import(
+        tmp_path,
+        {"id": "a", **both, "gpu_types": ["A100-80G"]},
+        {"id": "v", **both, "gpu_types": ["V100-32G"]},
+    )
+    runner = CliRunner()
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    by_type = {job.id: dict(job.duration_by_type_s) for job in read_trace(out)}
+    assert by_type == {"a": {"A100-80G": 3600}, "v": {"V100-32G": 8000}}  # estimates
+    results = tmp_path / "results"
+    cluster = args[args.index("--cluster") + 1]
+    result = runner.invoke(main, ["simulate", str(out), "--cluster", cluster, "-o", str(results)])
+    assert result.exit_code == 0, result.output
+    with (results / "wspt-jobs.csv").open() as rows:
+        ran = {row["id"]: float(row["isolated_s"]) for row in csv.DictReader(rows)}
+    # The actual/estimate ratio counts once: 4000 s at speed 1.0 (it was 4444).
+    assert ran["a"] == 4000
+    assert ran["v"] == pytest.approx(4000 / 0.45)
+
+
+def test_gavel_keeps_durations_the_trace_gives_by_type(tmp_path: Path) -> None:
+    table = read_gavel(TRACES / "gavel_throughputs.json")
+    types = read_instance(SMALL).gpu_types
+    given = TraceJob("e", 0, 1, duration_by_type_s=(("A100-80G", 900),))
+    mixed = TraceJob("m", 0, 1, duration_s=3600, duration_by_type_s=(("H100-80G", 1000),))
+    jobs, classes = with_gavel_speeds([given, mixed], table, 0, types)
+    assert jobs[0] == given and "e" not in classes
+    assert dict(jobs[1].duration_by_type_s) == {
+        "A100-80G": 3600,
+        "H100-80G": 1000,  # the trace's, not the class's 1800
+        "V100-32G": 8000,
+    }
+    args, out = _gavel_import(tmp_path, {"id": "e", "submit_s": 0, "gpus": 1,
+                                         "duration_by_type_s": {"A100-80G": 900}})  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "classes 0  types 3  kept as given 1" in result.output
+    assert read_trace(out) == (given,)
+
+
+def test_gavel_import_onto_its_own_trace_exits_2_and_keeps_it(tmp_path: Path) -> None:
+    args, _ = _gavel_import(tmp_path, {"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 60})
+    trace = Path(args[2])
+    before = trace.read_text()
+    result = CliRunner().invoke(main, [*args, "--trace-out", str(trace)])
+    assert result.exit_code == 2, result.output
+    assert (
+        result.stderr
+        == f"error: {trace}: cannot write: is the input file {trace}; give another path\n"
+    )
+    assert trace.read_text() == before
+
+
+def test_cli_import_into_an_empty_path_exits_2() -> None:
+    result = CliRunner().invoke(main, [*PHILLY, "--cluster-out", ""])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: --cluster-out: is empty: give a path to write (got '')\n"

@@ -5,16 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from whale_opt.cli.app import _fail, _input_errors, main
-from whale_opt.io import (
-    read_instance,
-)
+from whale_opt.cli.app import OutputPath, _fail, _input_errors, main
+from whale_opt.io import read_instance
+from whale_opt.io.files import output_file
 from whale_opt.problem_data import Instance
 
 DEFAULT_TRACES = Path("../shared/data/traces")
@@ -42,11 +41,16 @@ def _assumptions(path: Path | None) -> Any:
 
 
 def _write_outputs(
-    cluster: Instance | None, out: Path | None, trace: Any, trace_out: Path | None
+    cluster: Instance | None,
+    out: Path | None,
+    trace: Any,
+    trace_out: Path | None,
+    inputs: Sequence[Path | None],
 ) -> None:
     """Write the cluster and the trace: both, or on any failure neither.
 
-    Both paths are checked before anything is written; each file is written in
+    Both paths are checked before anything is written (:func:`output_file`:
+    neither may be one of the ``inputs`` read); each file is written in
     a fresh hidden folder beside its target and moved into place only once
     all are written, so a failure leaves no half-made output (exit 2).
     """
@@ -61,10 +65,7 @@ def _write_outputs(
         trace_format(trace_out)  # an unknown suffix is an InputError, before any writing
         outputs.append(("trace", trace_out, lambda path: write_trace(path, trace)))
     for _, path, _ in outputs:
-        if not path.parent.is_dir():
-            _fail(path, "cannot write: no such directory")
-        if path.is_dir():
-            _fail(path, "cannot write: is a directory")
+        output_file(path, [given for given in inputs if given is not None])
     if len({path.resolve() for _, path, _ in outputs}) < len(outputs):
         _fail(outputs[0][1], "cannot write the cluster and the trace to one file")
     staged: list[tuple[Path, Path]] = []
@@ -99,10 +100,10 @@ _assumptions_option = click.option(
     help="TOML overriding GPU models, QoS weights, rack size (docs/IMPORT.md).",
 )
 _cluster_out = click.option(
-    "--cluster-out", type=click.Path(path_type=Path), help="Write the instance@1 cluster here."
+    "--cluster-out", type=OutputPath(), help="Write the instance@1 cluster here."
 )
 _trace_out = click.option(
-    "--trace-out", type=click.Path(path_type=Path), help="Write the job trace (.csv/.jsonl)."
+    "--trace-out", type=OutputPath(), help="Write the job trace (.csv/.jsonl)."
 )
 
 
@@ -150,17 +151,20 @@ def import_openb(
     cluster = trace = None
     if cluster_out is None and trace_out is None:
         raise click.UsageError("nothing to write: give --cluster-out and/or --trace-out")
+    read: list[Path | None] = [assumptions_file]
     if cluster_out is not None:
         source = _source(nodes, data, folder, "openb_node_list_gpu_node.csv")
         cluster, node_report = read_openb_cluster(source, assumptions)
         _report(f"nodes {source}", node_report)
+        read.append(source)
     if trace_out is not None:
         source = _source(pods, data, folder, "openb_pod_list_default.csv")
         trace, pod_report = read_openb_trace(
             source, assumptions, pending=pending, whole_gpus=whole_gpus
         )
         _report(f"pods {source}", pod_report)
-    _write_outputs(cluster, cluster_out, trace, trace_out)
+        read.append(source)
+    _write_outputs(cluster, cluster_out, trace, trace_out, read)
 
 
 @import_group.command(name="philly")
@@ -186,21 +190,24 @@ def import_philly(
     cluster = trace = None
     if cluster_out is None and trace_out is None:
         raise click.UsageError("nothing to write: give --cluster-out and/or --trace-out")
+    read: list[Path | None] = [assumptions_file]
     if cluster_out is not None:
         source = _source(machines, data, "philly", "cluster_machine_list.csv")
         cluster, cluster_report = read_philly_cluster(source, assumptions)
         _report(f"machines {source}", cluster_report)
+        read.append(source)
     if trace_out is not None:
         source = _source(jobs, data, "philly", "jobs_ge4gpu_pass.json")
         trace, trace_report = read_philly_trace(source, assumptions)
         _report(f"jobs {source}", trace_report)
-    _write_outputs(cluster, cluster_out, trace, trace_out)
+        read.append(source)
+    _write_outputs(cluster, cluster_out, trace, trace_out, read)
 
 
 @import_group.command(name="pai")
 @_data_option
 @click.option("--machines", type=click.Path(path_type=Path), help="pai_machine_spec.csv.")
-@click.option("--cluster-out", type=click.Path(path_type=Path), required=True)
+@click.option("--cluster-out", type=OutputPath(), required=True)
 @_assumptions_option
 @_input_errors
 def import_pai(
@@ -212,7 +219,7 @@ def import_pai(
     source = _source(machines, data, "alibaba-gpu-v2020", "pai_machine_spec.csv")
     cluster, report = read_pai_cluster(source, _assumptions(assumptions_file))
     _report(f"machines {source}", report)
-    _write_outputs(cluster, cluster_out, None, None)
+    _write_outputs(cluster, cluster_out, None, None, [source, assumptions_file])
 
 
 @import_group.command(name="gavel")
@@ -220,7 +227,7 @@ def import_pai(
 @click.option("--cluster", "cluster_file", required=True, type=click.Path(path_type=Path))
 @_data_option
 @click.option("--throughputs", type=click.Path(path_type=Path), help="Gavel throughputs JSON.")
-@click.option("--trace-out", type=click.Path(path_type=Path), required=True)
+@click.option("--trace-out", type=OutputPath(), required=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @_assumptions_option
 @_input_errors
@@ -243,7 +250,10 @@ def import_gavel(
     jobs, classes = with_gavel_speeds(
         read_trace(trace_file), table, seed, cluster.gpu_types, _assumptions(assumptions_file)
     )
+    kept = len(jobs) - len(classes)  # durations by type only: kept as the trace gives them
     click.echo(
         f"jobs {len(jobs)}  classes {len(set(classes.values()))}  types {len(cluster.gpu_types)}"
+        + (f"  kept as given {kept}" if kept else "")
     )
-    _write_outputs(None, None, jobs, trace_out)
+    inputs = [trace_file, cluster_file, source, assumptions_file]
+    _write_outputs(None, None, jobs, trace_out, inputs)

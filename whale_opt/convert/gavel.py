@@ -133,23 +133,30 @@ def with_gavel_speeds(
 ) -> tuple[tuple[TraceJob, ...], dict[str, str]]:
     """``trace`` with ``duration_by_type_s`` from a random Gavel class per job.
 
-    Each job draws (seeded) one class measured at its scale factor; its
-    reference duration is its actual duration (else its estimate). The
-    estimate the scheduler sees per type and the actual run time keep the
-    job's own actual/estimate ratio. Returns the jobs and job id -> class.
+    Each job draws (seeded) one class measured at its scale factor, which
+    scales its estimate ``duration_s`` (else its ``actual_duration_s``) into
+    per-type estimates (TRACES.md). The simulator runs each entry x the job's
+    actual/estimate ratio, so the ratio counts once: a job of both durations
+    runs its actual duration scaled by the class. (A job of only an actual
+    duration runs that, scaled, times the simulator's ``--noise`` factor.)
+    Per-type durations the trace gives win over the class's, as they win over
+    ``duration_s``; a job that gives only those is kept as it is and draws no
+    class. Returns the jobs and job id -> class.
     """
     rng = np.random.default_rng(seed)
     jobs, chosen = [], {}
     for job in trace:
+        estimate = job.duration_s if job.duration_s is not None else job.actual_duration_s
+        if estimate is None:  # only duration_by_type_s: nothing to scale
+            jobs.append(job)
+            continue
         scale = max(s for s in SCALE_FACTORS if s <= max(1, job.gpus))
         classes = throughputs.classes(scale) or throughputs.classes(1)
         job_class = classes[int(rng.integers(len(classes)))]
-        reference = job.actual_duration_s or job.duration_s
-        if reference is None:
-            raise ValueError(f"job {job.id!r} has no duration to scale")
         by_type = gavel_durations(
-            throughputs, job_class, reference, gpu_types, job.gpus, assumptions
+            throughputs, job_class, estimate, gpu_types, job.gpus, assumptions
         )
+        by_type.update(job.duration_by_type_s)
         allowed = set(job.gpu_types) or set(by_type)
         pairs = tuple(sorted((k, v) for k, v in by_type.items() if k in allowed))
         jobs.append(replace(job, duration_by_type_s=pairs))
