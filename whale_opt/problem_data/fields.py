@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copyreg
 import math
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -100,6 +101,29 @@ def _max_wait(path: str, value: Any, *, from_policy: bool = False) -> None:
         value,
         f"must be an integer >= 1 (seconds), null (no ceiling){also}",
     )
+
+
+def _sequence(path: str, value: Any) -> tuple[Any, ...]:
+    """``value``, a tuple or a list (a caller's natural choice), as a tuple."""
+    if type(value) is tuple:
+        return value
+    _require(isinstance(value, list | tuple), path, value, "must be a list")
+    return tuple(value)
+
+
+def _pairs(path: str, value: Any, message: str) -> tuple[tuple[Any, Any], ...]:
+    """``value``, a mapping or a list of (name, value) pairs, as pairs of a
+    string and a value; ``message`` says what it must be."""
+    _require(isinstance(value, Mapping | tuple | list), path, value, message)
+    items = tuple(value.items()) if isinstance(value, Mapping) else value
+    for item in items:
+        _require(
+            isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], str),
+            path,
+            value,
+            message,
+        )
+    return tuple(map(tuple, items))
 
 
 def _ident(path: str, value: Any) -> None:

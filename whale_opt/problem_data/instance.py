@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from whale_opt.memo import MEMO_SIZE, IdentityMemo
-from whale_opt.problem_data.fields import _ident, _require
+from whale_opt.problem_data.fields import _ident, _require, _sequence
 from whale_opt.problem_data.records import (
     DEFAULT_PRIORITY_CLASSES,
     MILLI,
@@ -143,6 +143,8 @@ class Instance:
     _healthy: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        for name in ("nodes", "running", "queue", "lost"):  # lists become tuples
+            object.__setattr__(self, name, _sequence(name, getattr(self, name)))
         _ident("name", self.name)
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
         # Classes given override the defaults of the same name; the others stay.

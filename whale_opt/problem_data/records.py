@@ -17,8 +17,10 @@ from whale_opt.problem_data.fields import (
     _integer,
     _max_wait,
     _nonneg,
+    _pairs,
     _positive,
     _require,
+    _sequence,
 )
 
 NVLINK_LAYOUTS = ("nvswitch", "hybrid-cube-mesh", "pairs", "pcie")
@@ -69,6 +71,12 @@ class Node:
     draining: bool = False
 
     def __post_init__(self) -> None:
+        # Lists (what a caller or a JSON reader has) become tuples: records hash.
+        object.__setattr__(self, "failed_gpus", _sequence("failed_gpus", self.failed_gpus))
+        if not isinstance(self.nvlink, str):
+            edges = _sequence("nvlink.edges", self.nvlink)
+            edges = tuple(_sequence(f"nvlink.edges[{k}]", e) for k, e in enumerate(edges))
+            object.__setattr__(self, "nvlink", edges)
         _ident("id", self.id)
         _require("/" not in self.id, "id", self.id, "must not contain '/'")
         _ident("gpu_type", self.gpu_type)
@@ -90,11 +98,13 @@ class Node:
                 "hybrid-cube-mesh needs exactly 8 GPUs",
             )
         else:
-            for k, (a, b) in enumerate(self.nvlink):
+            for k, edge in enumerate(self.nvlink):
                 _require(
-                    0 <= a < self.gpu_count and 0 <= b < self.gpu_count and a != b,
+                    len(edge) == 2
+                    and all(isinstance(i, int) and 0 <= i < self.gpu_count for i in edge)
+                    and edge[0] != edge[1],
                     f"nvlink.edges[{k}]",
-                    [a, b],
+                    list(edge),
                     f"must link two different GPU indices in 0..{self.gpu_count - 1}",
                 )
         for k, index in enumerate(self.failed_gpus):
@@ -149,8 +159,10 @@ class RunningJob:
     node: str | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "gpu_ids", _sequence("gpus", self.gpu_ids))
         _ident("id", self.id)
         _ident("tenant", self.tenant)
+        _seconds_at("started_at", self.started_at)
         _require(
             len(self.gpu_ids) >= 1 or self.node is not None,
             "gpus",
@@ -255,8 +267,16 @@ class QueuedJob:
     gpu_milli: int = MILLI
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "gpu_types", _sequence("gpu_types", self.gpu_types))
+        preferred = _sequence("preferred_gpu_types", self.preferred_gpu_types)
+        object.__setattr__(self, "preferred_gpu_types", preferred)
+        by_type = _pairs(
+            "duration_by_type_s", self.duration_by_type_s, "must map GPU types to seconds"
+        )
+        object.__setattr__(self, "duration_by_type_s", by_type)
         _ident("id", self.id)
         _ident("tenant", self.tenant)
+        _seconds_at("submitted_at", self.submitted_at)
         _integer("gpus", self.gpu_count, 0)
         _milli(self.gpu_milli, self.gpu_count)
         _require(
@@ -306,6 +326,16 @@ class QueuedJob:
     def gpu_amount(self) -> float:
         """GPUs the job asks for, a share counting as its fraction (quotas count this)."""
         return self.gpu_count * self.gpu_milli / MILLI
+
+
+def _seconds_at(path: str, value: object) -> None:
+    """A moment in integer seconds (relative to the round's now: may be negative)."""
+    _require(
+        isinstance(value, int) and not isinstance(value, bool),
+        path,
+        value,
+        "must be an integer (seconds)",
+    )
 
 
 def _milli(milli: int, gpus: int) -> None:
@@ -451,28 +481,15 @@ class Policy:
     gpu_second_prices: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        prices = self.gpu_second_prices
-        _require(
-            isinstance(prices, Mapping | tuple | list),
-            "gpu_second_prices",
-            prices,
-            "must map GPU types to prices",
-        )
-        items = list(prices.items() if isinstance(prices, Mapping) else prices)
+        items = _pairs("gpu_second_prices", self.gpu_second_prices, "must map GPU types to prices")
         for item in items:
-            _require(
-                isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[0], str),
-                "gpu_second_prices",
-                prices,
-                "must map GPU types to prices",
-            )
             path = f"gpu_second_prices.{item[0]}"
             _require(not isinstance(item[1], bool), path, item[1], "must be a number >= 0")
             _nonneg(path, item[1])
         names = [item[0] for item in items]
         for name in names:
             _require(names.count(name) == 1, f"gpu_second_prices.{name}", name, "priced twice")
-        object.__setattr__(self, "gpu_second_prices", tuple(sorted(map(tuple, items))))
+        object.__setattr__(self, "gpu_second_prices", tuple(sorted(items)))
         _require(
             isinstance(self.horizon_s, int) and self.horizon_s >= 1,
             "horizon_s",
