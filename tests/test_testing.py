@@ -27,7 +27,15 @@ from whale_opt.registry import get_policy
 from whale_opt.testing import CUSTOM_CLASS_NAMES, gpu_types, instances, nodes, priority_classes
 
 FAST = settings(max_examples=40, deadline=None)
-FEATURES = ("priority", "aging", "guarantees", "preemption", "draining", "preferences")
+FEATURES = (
+    "priority",
+    "aging",
+    "guarantees",
+    "preemption",
+    "draining",
+    "preferences",
+    "sharing",
+)
 EVERYTHING = instances(max_nodes=5, max_queue=6, min_queue=1, **dict.fromkeys(FEATURES, True))
 
 
@@ -86,6 +94,7 @@ def test_every_feature_forced_on_is_there(instance: Instance) -> None:
     assert _has_guarantees(instance)
     first = instance.queue[0]
     assert first.preferred_gpu_types or first.prefer_nvlink
+    assert first.shares  # a third of such draws had no share before
     assert set(DEFAULT_PRIORITY_CLASSES) <= set(instance.priority_classes)
     assert instance.replace() == instance  # every cross-reference checked again
 
@@ -99,6 +108,8 @@ def test_every_feature_forced_off_leaves_the_old_shape(instance: Instance) -> No
     assert not _has_checkpoints(instance)
     assert not _has_preferences(instance)
     assert not any(node.draining for node in instance.nodes)
+    assert not any(job.shares or job.cpu_only for job in instance.queue)
+    assert not any(job.shares or not job.gpu_ids for job in instance.running)
     defaults = Policy()
     policy = instance.policy
     assert not policy.allow_preemption

@@ -9,7 +9,7 @@ and the simulator::
 
     class MyPolicy:
         name = "mine"
-        def decide(self, instance):  # -> whale_opt.Decision
+        def decide(self, instance, options):  # -> whale_opt.Decision
             ...
 
     register_policy("mine", MyPolicy)

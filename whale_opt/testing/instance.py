@@ -100,8 +100,9 @@ def instances(
         drawn (3600, 0 or 600); some GPU types priced per GPU-second
         (``gpu_second_prices``: 0.5 or 5).
     sharing
-        GPU sharing: about half the one-GPU queued jobs ask a share of their
-        GPU (``gpu_milli`` 100 to 900), some jobs are CPU-only (``gpus`` 0),
+        GPU sharing: about half the one-GPU queued jobs (with ``True``, the
+        first queued job always) ask a share of their GPU (``gpu_milli`` 100
+        to 900), some jobs are CPU-only (``gpus`` 0),
         and running jobs share up to three free GPUs (and perhaps one runs
         CPU-only).
 
@@ -158,7 +159,7 @@ def instances(
         for k in range(count)
     )
     if has_sharing:
-        queue = draw(shared_queue(queue))
+        queue = draw(shared_queue(queue, force=bool(sharing)))
         running = draw(shared_running(cluster, running, tenant_names))
     tenants: dict[str, Tenant] = {}
     if with_quotas:

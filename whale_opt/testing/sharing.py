@@ -15,12 +15,17 @@ SHARES = (100, 250, 300, 470, 500, 700, 900)
 
 
 @st.composite
-def shared_queue(draw: st.DrawFn, queue: Sequence[QueuedJob]) -> tuple[QueuedJob, ...]:
+def shared_queue(
+    draw: st.DrawFn, queue: Sequence[QueuedJob], force: bool = False
+) -> tuple[QueuedJob, ...]:
     """``queue`` with some one-GPU jobs asking a share of their GPU
-    (``gpu_milli`` < 1000) and some jobs turned CPU-only (``gpus`` 0)."""
+    (``gpu_milli`` < 1000) and some jobs turned CPU-only (``gpus`` 0); with
+    ``force``, the first job always asks a share of one GPU."""
     out = []
-    for job in queue:
-        if job.gpu_count == 1 and draw(st.booleans()):
+    for k, job in enumerate(queue):
+        if force and k == 0:
+            job = replace(job, gpu_count=1, gpu_milli=draw(st.sampled_from(SHARES)))
+        elif job.gpu_count == 1 and draw(st.booleans()):
             job = replace(job, gpu_milli=draw(st.sampled_from(SHARES)))
         elif _rarely(draw, 5):
             job = replace(job, gpu_count=0, cpu=float(draw(st.sampled_from([1, 4, 16]))))
