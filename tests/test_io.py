@@ -198,6 +198,11 @@ def _minimal() -> dict[str, Any]:
         ),
         (lambda raw: raw.pop("nodes"), "nodes", "is required but missing"),
         (
+            lambda raw: raw["nodes"][0].update(gpu_typ=raw["nodes"][0].pop("gpu_type")),
+            "nodes[0].gpu_type",
+            'is required but missing; is "gpu_typ" a typo of it?',
+        ),
+        (
             lambda raw: raw["nodes"][0].update(gpus=8.0),
             "nodes[0].gpus",
             "must be an integer >= 1 (got 8.0)",

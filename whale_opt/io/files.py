@@ -106,6 +106,11 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
         message = "is required but missing"
         if "then" in error.schema_path and "action" in value:
             message += f" (action {_show(value['action'])} needs {', '.join(expected)})"
+        if "properties" in spec:  # a field the object may not have, spelt like the missing one
+            unknown = [name for name in value if name not in spec["properties"]]
+            close = difflib.get_close_matches(missing, unknown, n=1)
+            if close:
+                message += f"; is {json.dumps(close[0])} a typo of it?"
         return _json_path([*parts, missing]), message
     if kind == "additionalProperties" and expected is False and isinstance(value, dict):
         allowed = sorted(spec.get("properties", {}))
