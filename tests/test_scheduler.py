@@ -342,3 +342,19 @@ def test_a_gpu_id_no_gpu_has_is_refused_by_fail_gpu(gpu_id: str) -> None:
     with pytest.raises(ValueError, match=rf"'{gpu_id}'"):
         scheduler.fail_gpu(gpu_id)
     assert all(not node.failed_gpus for node in scheduler.nodes.values())
+
+
+def test_an_id_the_scheduler_does_not_hold_is_named() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    calls = {
+        "finish": lambda: scheduler.finish("nope"),
+        "checkpointed": lambda: scheduler.checkpointed("nope", 0),
+        "requeue": lambda: scheduler.requeue("nope", None, 0),
+        "drain": lambda: scheduler.drain("zz"),
+        "set_node_down": lambda: scheduler.set_node_down("zz"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(KeyError) as caught:
+            call()
+        assert "'nope'" in str(caught.value) or "'zz'" in str(caught.value), name
+        assert str(caught.value).startswith(("no job", "the cluster has no node")), name

@@ -54,6 +54,13 @@ from whale_opt.solve import SPLIT_ABOVE_GPUS, solve
 log = logging.getLogger("whale_opt")
 
 
+class UnknownId(KeyError):
+    """A job or node id the scheduler does not hold; the message says which."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass(frozen=True)
 class Placed:
     """A job holding GPUs: its request, its GPUs, when it started and should end.
@@ -202,7 +209,7 @@ class Scheduler:
     def finish(self, job_id: str) -> None:
         """A running job ended (or was cancelled): its GPUs are free."""
         if self.running.pop(job_id, None) is None and self.queue.pop(job_id, None) is None:
-            raise KeyError(job_id)
+            raise UnknownId(f"no job {job_id!r} is queued or running")
         for table in (self.work, self.restore_s, self.restore_due):
             table.pop(job_id, None)
 
@@ -213,7 +220,7 @@ class Scheduler:
         an interruption of that attempt loses (the default interval no longer
         applies to it).
         """
-        held = self.running[job_id]
+        held = self._running(job_id)
         if now < held.started_at:
             raise ValueError(f"checkpoint of {job_id!r} at {now} precedes its start")
         self.running[job_id] = replace(held, checkpoint_at=now)
@@ -224,7 +231,7 @@ class Scheduler:
         Jobs that lost GPUs stay in :attr:`running` until the caller requeues
         them with :meth:`requeue`.
         """
-        self._set_node(replace(self.nodes[node_id], down=down))
+        self._set_node(replace(self._node(node_id), down=down))
         return self._on_node(node_id) if down else []
 
     def drain(self, node_id: str, draining: bool = True) -> list[str]:
@@ -232,7 +239,7 @@ class Scheduler:
 
         Returns the jobs still running there: the node is empty once they end.
         """
-        self._set_node(replace(self.nodes[node_id], draining=draining))
+        self._set_node(replace(self._node(node_id), draining=draining))
         return self._on_node(node_id)
 
     def fail_gpu(self, gpu_id: str, failed: bool = True) -> list[str]:
@@ -261,6 +268,20 @@ class Scheduler:
             raise ValueError(f"{gpu_id!r}: node {node_id!r} has {node.gpu_count} GPUs")
         return node, int(index_text)
 
+    def _running(self, job_id: str) -> Placed:
+        """Running job ``job_id``; :class:`UnknownId` when none runs."""
+        held = self.running.get(job_id)
+        if held is None:
+            raise UnknownId(f"no job {job_id!r} is running")
+        return held
+
+    def _node(self, node_id: str) -> Node:
+        """Node ``node_id``; :class:`UnknownId` when the cluster has none."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise UnknownId(f"the cluster has no node {node_id!r}")
+        return node
+
     def _hit(self, lost: Callable[[str], bool]) -> list[str]:
         return sorted(job_id for job_id, held in self.running.items() if any(map(lost, held.gpus)))
 
@@ -281,7 +302,8 @@ class Scheduler:
         tenant, preferences and submission time; its restart pays its
         restore time.
         """
-        held = self.running.pop(job_id)
+        held = self._running(job_id)
+        del self.running[job_id]
         if remaining_fraction is None:
             remaining_fraction = 1.0 - self.saved_fraction(job_id, now, held)
         fraction = min(1.0, max(remaining_fraction, 1e-9))
@@ -305,7 +327,7 @@ class Scheduler:
         The last reported checkpoint of this attempt; else the last one the
         default interval implies; else (and before either) the attempt's start.
         """
-        held = self.running[job_id] if held is None else held
+        held = self._running(job_id) if held is None else held
         if held.checkpoint_at is not None:
             return max(held.started_at, min(held.checkpoint_at, now))
         interval = self.checkpoint_interval_s
@@ -317,7 +339,7 @@ class Scheduler:
     def saved_fraction(self, job_id: str, now: int, held: Placed | None = None) -> float:
         """The share of running job ``job_id``'s attempt work saved by ``now``
         (by its estimate: computing saved over the attempt's expected computing)."""
-        held = self.running[job_id] if held is None else held
+        held = self._running(job_id) if held is None else held
         computing = max(1, held.expected_end - held.started_at - held.restore_s)
         saved = max(0, self.last_saved(job_id, now, held) - held.started_at - held.restore_s)
         return min(1.0, saved / computing)
