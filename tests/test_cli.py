@@ -392,3 +392,38 @@ def test_solve_summary_counts_lost_jobs() -> None:
     assert any(
         line.startswith("start ") and "  lost " in line for line in result.stdout.splitlines()
     )
+
+
+def test_ray_unreachable_names_our_option_not_rays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: Ray's own hint, 'setting `--address` flag', an option we do not have."""
+    import whale_opt.cli.app as app
+
+    def unreachable(kind: str, address: str) -> None:
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to"
+            " by setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
+
+    monkeypatch.setattr(app, "make_executor", unreachable)
+    result = run("solve", SMALL, "--solver", "wspt", "--executor", "ray")
+    assert result.exit_code == 2
+    assert "--ray-address" in result.output and "`--address`" not in result.output
+
+
+def test_import_a_folder_for_a_file_says_it_is_a_folder(tmp_path: Path) -> None:
+    """Before: 'no such file' for a folder that plainly exists."""
+    result = run("import", "pai", "--machines", tmp_path, "--cluster-out", tmp_path / "c.json")
+    assert result.exit_code == 2, result.output
+    assert f"error: {tmp_path}: cannot read: is a folder, not a file" in result.output
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_validate_a_trace_says_it_is_not_an_instance(tmp_path: Path, suffix: str) -> None:
+    """Before: 'malformed JSON: Extra data' for a JSON-lines trace."""
+    path = tmp_path / f"trace{suffix}"
+    path.write_text('{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9}\n{"id": "b"}\n')
+    result = run("validate", path)
+    assert result.exit_code == 2
+    assert "is a job or failure trace (TRACES.md), not an instance or decision file" in (
+        result.output
+    )

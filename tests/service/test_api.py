@@ -297,3 +297,15 @@ def test_a_cluster_on_a_unix_clock_takes_jobs_and_decides(
     assert decided.status_code == 200, decided.text
     started = {item["id"] for item in decided.json()["jobs"] if item["action"] == "start"}
     assert started == {"given", "stamped"}
+
+
+def test_whatif_add_jobs_error_names_the_job_in_change_jobs(
+    client: TestClient, small_raw: dict[str, Any]
+) -> None:
+    """Before: change.queue[6].id, a place in the merged queue the caller never sent."""
+    taken = small_raw["queue"][0]["id"]
+    change = {"kind": "add-jobs", "jobs": [{"id": taken, "gpus": 1, "duration_s": 60}]}
+    answer = client.post("/v1/whatif", json={"instance": small_raw, "change": change})
+    assert answer.status_code == 422
+    error = answer.json()["errors"][0]
+    assert error["path"] == "change.jobs[0].id" and error["value"] == taken

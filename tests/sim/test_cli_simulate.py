@@ -14,6 +14,8 @@ from whale_opt.problem_data import GpuType, Instance, Node, Policy
 from whale_opt.sim import TraceJob, synthetic_trace, write_trace
 from whale_opt.sim.synthetic import tenant_cluster, tenant_trace
 
+SMALL = Path(__file__).resolve().parents[2] / "instances" / "small" / "two-racks-mixed.json"
+
 
 def test_simulate_writes_summary_tables_and_plots(tmp_path: Path, cluster: Instance) -> None:
     write_instance(tmp_path / "cluster.json", cluster)
@@ -81,7 +83,79 @@ def test_simulate_trace_type_missing_from_cluster(tmp_path: Path, cluster: Insta
         ],
     )
     assert result.exit_code == 2
-    assert "job 'a' names GPU types the cluster lacks: TPU" in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {trace}: line 1: gpu_types: is not a GPU type of the cluster"
+        " (it has A100-80G, H100-80G, V100-32G) (got 'TPU')"
+    ]
+
+
+def _simulate(tmp_path: Path, *args: str) -> tuple[int, str]:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["simulate", *args, "-o", str(out)])
+    assert not out.exists()  # nothing written
+    return result.exit_code, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("gpu_types", ["H100-80GB"], "line 2: gpu_types: is not a GPU type of the cluster"),
+        ("preferred_gpu_types", ["B200"], "line 2: preferred_gpu_types: is not a GPU type"),
+        ("duration_by_type_s", {"TPU": 9}, "line 2: duration_by_type_s: is not a GPU type"),
+        ("priority_class", "urgent", "line 2: priority_class: is not a priority class"),
+    ],
+)
+def test_simulate_trace_names_checked_before_any_replay(
+    tmp_path: Path, cluster: Instance, field: str, value: object, message: str
+) -> None:
+    """Before: `error: job 'j1' names GPU types ...`, no file or line, after a bar started."""
+    import json
+
+    write_instance(tmp_path / "cluster.json", cluster)
+    trace = tmp_path / "trace.jsonl"
+    good = {"id": "j0", "submit_s": 0, "gpus": 1, "duration_s": 60}
+    trace.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "j1", field: value}))
+    code, err = _simulate(tmp_path, str(trace), "--cluster", str(tmp_path / "cluster.json"))
+    assert code == 2 and err.startswith(f"error: {trace}: {message}")
+    assert "job/s" not in err and "%" not in err  # no progress bar began
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("zz,5,100,", "line 3: node: names no node of the cluster (got 'zz')"),
+        ("h01,5,100,8", "line 3: gpu: is out of range: node 'h01' has 8 GPUs (got 8)"),
+    ],
+)
+def test_simulate_failure_trace_names_file_and_line(
+    tmp_path: Path, cluster: Instance, row: str, message: str
+) -> None:
+    """Before: `error: outage names unknown node 'zz'`, no file or line."""
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
+    failures = tmp_path / "failures.csv"
+    failures.write_text(f"node,at_s,repair_s,gpu\nh01,0,100,\n{row}\n", "utf-8")
+    code, err = _simulate(
+        tmp_path,
+        str(tmp_path / "trace.csv"),
+        "--cluster",
+        str(tmp_path / "cluster.json"),
+        "--failures",
+        str(failures),
+    )
+    assert code == 2 and err.strip().splitlines() == [f"error: {failures}: {message}"]
+
+
+def test_simulate_cluster_with_jobs_names_the_cluster_file(
+    tmp_path: Path, cluster: Instance
+) -> None:
+    """Before: `error: cluster 'two-racks-mixed' has queued or running jobs`, no path."""
+    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
+    code, err = _simulate(tmp_path, str(tmp_path / "trace.csv"), "--cluster", str(SMALL))
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {SMALL}: running: must be empty: a cluster for simulate brings no jobs"
+        ' (the trace does) (got ["r1", "r2", "r3"])'
+    ]
 
 
 def test_simulate_with_classes_drains_and_preemption(tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ def test_bad_checkpoint_and_unknown_class(tmp_path: Path, cluster: Instance) -> 
         path, '{"id": "a", "submit_s": 0, "gpus": 1, "duration_s": 9, "checkpoint_s": -5}\n'
     )
     assert "line 1: checkpoint_s: must be an integer >= 0 (got -5)" in message
-    with pytest.raises(ValueError, match="names priority class 'urgent'; the cluster has"):
+    with pytest.raises(ValueError, match="job 'a': priority_class: is not a priority class"):
         simulate([TraceJob("a", 0, 1, duration_s=9, priority_class="urgent")], cluster)
 
 
@@ -222,3 +222,18 @@ def test_drains_in_a_failure_trace(tmp_path: Path) -> None:
     path.write_text("node,at_s,repair_s,kind\na01,60,600,reboot\n", "utf-8")
     with pytest.raises(InputError, match="line 2: kind: must be one of fail, drain"):
         read_outages(path)
+
+
+def test_given_the_cluster_reading_checks_names_with_their_line(
+    tmp_path: Path, cluster: Instance
+) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("id,submit_s,gpus,duration_s,gpu_types\na,0,1,9,\nb,0,1,9,TPU\n", "utf-8")
+    assert len(read_trace(trace)) == 2  # without the cluster, names are not checked
+    with pytest.raises(InputError, match=r"trace\.csv: line 3: gpu_types: is not a GPU type"):
+        read_trace(trace, cluster)
+    failures = tmp_path / "failures.csv"
+    failures.write_text("node,at_s,repair_s\nnope,0,10\n", "utf-8")
+    assert len(read_outages(failures)) == 1
+    with pytest.raises(InputError, match=r"failures\.csv: line 2: node: names no node"):
+        read_outages(failures, cluster)

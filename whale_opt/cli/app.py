@@ -27,11 +27,14 @@ from whale_opt.io import (
     write_decision,
 )
 from whale_opt.io.files import output_file
+from whale_opt.options import SolveOptions
 from whale_opt.problem_data import FieldError, Instance
 from whale_opt.solve import SOLVERS, solve
 
 F = TypeVar("F", bound=Callable[..., Any])
 EXIT_BAD_INPUT = 2
+# Trace files (TRACES.md): never an instance or a decision.
+TRACE_SUFFIXES = (".jsonl", ".ndjson", ".csv")
 EXIT_INVALID = 1
 
 
@@ -82,6 +85,25 @@ def main() -> None:
     """whale-opt: place GPU jobs on a cluster, round by round."""
 
 
+def time_limit_option(help_text: str = "Seconds; overrides the instance.") -> Callable[[F], F]:
+    """``--time-limit S``: seconds per solve, overriding the file's (checked by
+    :func:`with_time_limit`)."""
+    return click.option("--time-limit", type=float, default=None, help=help_text)
+
+
+def with_time_limit(options: SolveOptions, time_limit: float | None) -> SolveOptions:
+    """``options`` with ``--time-limit`` applied (unchanged when not given).
+
+    Raises FieldError naming ``--time-limit`` when it is not a number > 0.
+    """
+    if time_limit is None:
+        return options
+    try:
+        return options.replace(time_limit_s=time_limit)
+    except FieldError as exc:
+        raise FieldError("--time-limit", exc.value, exc.message) from None
+
+
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @_input_errors
@@ -90,6 +112,13 @@ def validate(files: tuple[Path, ...]) -> None:
     bad = 0
     for path in files:
         try:
+            if path.suffix.lower() in TRACE_SUFFIXES:
+                raise InputError(
+                    str(path),
+                    "(file)",
+                    f"a {path.suffix} file is a job or failure trace (TRACES.md), not an"
+                    " instance or decision file: validate checks instance@1 and decision@1 JSON",
+                )
             kind = _kind(path)
             if kind == "decision":
                 read_decision(path)
@@ -121,7 +150,13 @@ def _executor(kind: str, address: str) -> Executor | None:
     except ImportError:
         _fail(Path(kind), "Ray is not installed: pip install 'whale-opt[ray]'")
     except ConnectionError as exc:
-        _fail(Path(address), f"cannot reach the Ray cluster: {exc}")
+        # Ray's own hint names its `--address` flag; ours is --ray-address.
+        reason = str(exc).partition(" Please specify")[0].rstrip(".")
+        _fail(
+            Path(address),
+            f"cannot reach the Ray cluster: {reason}; give --ray-address host:port"
+            " or ray://host:10001 (or set RAY_ADDRESS)",
+        )
     return None
 
 
@@ -139,7 +174,7 @@ def _executor(kind: str, address: str) -> Executor | None:
     default=None,
     help=f"CP-SAT parameter preset: {', '.join(preset_names())} (default: default).",
 )
-@click.option("--time-limit", type=float, default=None, help="Seconds; overrides the instance.")
+@time_limit_option()
 @click.option("-o", "--output", type=OutputPath(), help="Write decision@1 here.")
 @click.option("--json", "as_json", is_flag=True, help="Print decision@1 JSON, not a table.")
 @click.option(
@@ -168,13 +203,12 @@ def solve_command(
 ) -> None:
     """Decide one round for INSTANCE_FILE and print the placement."""
     instance, options = read_round(instance_file)
+    options = with_time_limit(options, time_limit)
     if output is not None:
         output_file(output, [instance_file])
     pool = _executor(executor, ray_address)
     try:
-        decision = solve(
-            instance, solver, options, preset=preset, time_limit_s=time_limit, executor=pool
-        )
+        decision = solve(instance, solver, options, preset=preset, executor=pool)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -187,6 +221,15 @@ def solve_command(
         click.echo(json.dumps(decision_to_dict(decision), indent=1))
     else:
         click.echo(render_table(instance, decision))
+
+
+def require_file(path: Path, hint: str) -> None:
+    """Exit 2 unless ``path`` is a readable file: it is missing, or a folder
+    (``hint`` says what to give instead)."""
+    if path.is_dir():
+        _fail(path, f"cannot read: is a folder, not a file ({hint})")
+    if not path.is_file():
+        _fail(path, f"cannot read: no such file ({hint})")
 
 
 def _fail(path: Path, message: str) -> NoReturn:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from whale_opt.cli.app import EXIT_BAD_INPUT, _input_errors, main
+from whale_opt.cli.app import (
+    EXIT_BAD_INPUT,
+    _input_errors,
+    main,
+    time_limit_option,
+    with_time_limit,
+)
 from whale_opt.explain import Change, explain, read_jobs, whatif
 from whale_opt.io import read_round
 from whale_opt.problem_data import FieldError
@@ -33,13 +39,28 @@ def _bad(message: str) -> None:
 @click.argument("job_ids", nargs=-1)
 @_SOLVER
 @click.option("--no-whatif", is_flag=True, help="Skip the counterfactual re-solves.")
+@time_limit_option(
+    "Seconds per solve, overriding the file's. A run solves once, then once per"
+    " counterfactual it tries (several per job explained), so it can take many"
+    " times this; --no-whatif solves once."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, not text.")
 @_input_errors
 def explain_command(
-    instance_file: Path, job_ids: tuple[str, ...], solver: str, no_whatif: bool, as_json: bool
+    instance_file: Path,
+    job_ids: tuple[str, ...],
+    solver: str,
+    no_whatif: bool,
+    time_limit: float | None,
+    as_json: bool,
 ) -> None:
-    """Why each job of INSTANCE_FILE not started (or each JOB_ID) waits, and what would start it."""
+    """Why each job of INSTANCE_FILE not started (or each JOB_ID) waits, and what would start it.
+
+    Each counterfactual is verified by solving again, each solve under the
+    time limit (the file's, or --time-limit).
+    """
     instance, options = read_round(instance_file)
+    options = with_time_limit(options, time_limit)
     queued = {job.id for job in instance.queue}
     unknown = [job_id for job_id in job_ids if job_id not in queued]
     if unknown:
@@ -61,11 +82,17 @@ def explain_command(
 
 @main.command(name="whatif")
 @click.argument("instance_file", type=click.Path(path_type=Path))
-@click.option("--add-job", "add_job", type=click.Path(path_type=Path), help="JSON queue items.")
+@click.option(
+    "--add-job",
+    "add_job",
+    type=click.Path(path_type=Path),
+    help='JSON file of queue items to add: a list, or {"queue": [...]}.',
+)
 @click.option("--fail-node", default=None, help="Node id that goes down.")
 @click.option("--drain", default=None, help="Node id that takes no new work.")
 @click.option("--quota", default=None, help="TENANT=N: set a tenant's GPU quota.")
 @_SOLVER
+@time_limit_option("Seconds per solve, overriding the file's (a run solves twice).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, not text.")
 @_input_errors
 def whatif_command(
@@ -75,15 +102,22 @@ def whatif_command(
     drain: str | None,
     quota: str | None,
     solver: str,
+    time_limit: float | None,
     as_json: bool,
 ) -> None:
-    """Re-solve INSTANCE_FILE after one change and print what differs."""
+    """Re-solve INSTANCE_FILE after one change and print what differs.
+
+    Two solves, before and after the change, each under the time limit (the
+    file's, or --time-limit). A failed node's running jobs are lost and
+    requeued from their last checkpoint, paying their restore time.
+    """
     given = [x for x in (add_job, fail_node, drain, quota) if x is not None]
     if len(given) != 1:
         _bad("give exactly one of --add-job, --fail-node, --drain, --quota")
     instance, options = read_round(instance_file)
+    options = with_time_limit(options, time_limit)
     if add_job is not None:
-        change = Change("add-jobs", jobs=read_jobs(add_job))
+        change = Change("add-jobs", jobs=read_jobs(add_job, into=instance))
     elif fail_node is not None:
         change = Change("fail-node", fail_node)
     elif drain is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from whale_opt.cli.app import OutputPath, _fail, _input_errors, main
+from whale_opt.cli.app import OutputPath, _fail, _input_errors, main, require_file
 from whale_opt.io import read_instance
 from whale_opt.io.files import output_file
 from whale_opt.problem_data import Instance
@@ -22,8 +22,7 @@ DEFAULT_TRACES = Path("../shared/data/traces")
 def _source(given: Path | None, data: Path, folder: str, name: str) -> Path:
     """The file the user named, else ``<data>/<folder>/<name>``; exit 2 if neither."""
     path = given if given is not None else data / folder / name
-    if not path.is_file():
-        _fail(path, "cannot read: no such file (give its path, or --data DIR)")
+    require_file(path, "give its path, or --data DIR")
     return path
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main
+from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main, require_file
 from whale_opt.io.files import output_folder
 
 DEFAULT_DATA = Path("../shared/data/traces")
@@ -130,8 +130,7 @@ def pack_command(
 
     folder = data / TRACE_FOLDER
     node_file = nodes if nodes is not None else folder / NODE_FILE
-    if not node_file.is_file():
-        _fail(node_file, "cannot read: no such file (give --nodes FILE, or --data DIR)")
+    require_file(node_file, "give --nodes FILE, or --data DIR")
     names = _traces(traces, folder)
     chosen = _policies(policies)
     output_folder(output)  # before the runs, not after them

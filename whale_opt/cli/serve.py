@@ -100,8 +100,43 @@ def serve_command(
             open_extender=open_extender,
         )
         app = create_app(config)
-    except (OSError, ValueError, SQLAlchemyError) as exc:
+    except SQLAlchemyError as exc:
+        click.echo(f"error: --db {_shown(db)}: {_db_problem(db, exc)}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except ImportError as exc:  # the URL's database driver (psycopg, say)
+        click.echo(
+            f"error: --db {_shown(db)}: its database driver is missing: {exc.name or exc}",
+            err=True,
+        )
+        sys.exit(EXIT_BAD_INPUT)
+    except (OSError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), timeout_graceful_shutdown=5)
+
+
+def _shown(db: str) -> str:
+    """``--db`` as an error may show it: a URL's password hidden."""
+    if "://" not in db:
+        return db
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(db).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(an unreadable URL)"
+
+
+def _db_problem(db: str, exc: Exception) -> str:
+    """Why the database cannot be opened, in one line (without SQLAlchemy's
+    statement and background link)."""
+    if "://" not in db:
+        if Path(db).expanduser().is_dir():
+            return "cannot open the database: is a folder, not a database file"
+        folder = Path(db).expanduser().resolve().parent
+        if not folder.is_dir():
+            return f"cannot open the database: folder {folder} does not exist"
+    reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return f"cannot open the database: {reason}"

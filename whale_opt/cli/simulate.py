@@ -11,7 +11,7 @@ import click
 
 from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main
 from whale_opt.io import read_instance
-from whale_opt.io.files import output_folder
+from whale_opt.io.files import _build, output_folder
 from whale_opt.problem_data import FieldError
 from whale_opt.registry import REGISTRY
 
@@ -145,16 +145,23 @@ def simulate_command(
     output: Path,
     **options: Any,
 ) -> None:
-    """Replay TRACE_FILE on a cluster under each --policy; write tables and plots."""
+    """Replay TRACE_FILE on a cluster under each --policy; write tables and plots.
+
+    Every input is checked before the first replay starts: the cluster file
+    (no jobs), each trace and failure-trace line against the cluster (an
+    error names the file, the line and the field), the options.
+    """
     from tqdm import tqdm
 
     from whale_opt.sim import SimConfig, read_outages, read_trace, simulate
+    from whale_opt.sim.engine import check_cluster
     from whale_opt.sim.floor import replay_floor
     from whale_opt.sim.metrics import compare, summary_table
     from whale_opt.sim.plots import plot_all
 
-    trace = read_trace(trace_file)
     cluster = read_instance(cluster_file)
+    _build(str(cluster_file), "", check_cluster, cluster)
+    trace = read_trace(trace_file, cluster)
     changes: dict[str, Any] = {}
     if options["preemption"] is not None:
         changes["allow_preemption"] = options["preemption"]
@@ -169,29 +176,37 @@ def simulate_command(
         click.echo(f"error: {flag}: {exc.message} (got {exc.value!r})", err=True)
         sys.exit(EXIT_BAD_INPUT)
     failures = options["failures_file"]
-    outages = read_outages(failures) if failures is not None else ()
+    outages = read_outages(failures, cluster) if failures is not None else ()
+    try:
+        config = SimConfig(
+            preset=options["preset"],
+            time_limit_s=options["time_limit"],
+            round_period_s=options["round_period"] or None,
+            round_on_events=options["events"],
+            round_batch_s=options["batch"],
+            seed=options["seed"],
+            duration_noise_sigma=options["noise"],
+            checkpoint_interval_s=options["checkpoint"] or None,
+            mtbf_node_s=options["mtbf"],
+            repair_s=options["repair"],
+            outages=outages,
+            end_s=options["end"],
+            check_decisions=options["check_rounds"],
+        )
+    except (FieldError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     output_folder(output)  # a bad folder now, not after the replays
     results = []
     for name in dict.fromkeys(policies):
         try:
-            config = SimConfig(
-                policy=name,
-                preset=options["preset"],
-                time_limit_s=options["time_limit"],
-                round_period_s=options["round_period"] or None,
-                round_on_events=options["events"],
-                round_batch_s=options["batch"],
-                seed=options["seed"],
-                duration_noise_sigma=options["noise"],
-                checkpoint_interval_s=options["checkpoint"] or None,
-                mtbf_node_s=options["mtbf"],
-                repair_s=options["repair"],
-                outages=outages,
-                end_s=options["end"],
-                check_decisions=options["check_rounds"],
-            )
             with tqdm(total=len(trace), desc=name, unit="job", leave=False) as bar:
-                result = simulate(trace, cluster, config, progress=lambda n: bar.update(n - bar.n))
+                result = simulate(
+                    trace,
+                    cluster,
+                    replace(config, policy=name),
+                    progress=lambda n: bar.update(n - bar.n),
+                )
         except (FieldError, ValueError) as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)

@@ -23,7 +23,7 @@ from whale_opt.explain.reasons import (
     reasons,
     running_holders,
 )
-from whale_opt.explain.whatif import Change, apply_change, requeued
+from whale_opt.explain.whatif import Change, apply_change, interrupted
 from whale_opt.options import SolveOptions
 from whale_opt.placement.state import ClusterState
 from whale_opt.problem_data import TOPOLOGIES, Instance, QueuedJob, RunningJob, tenant_quota
@@ -115,9 +115,7 @@ def _requeued(instance: Instance, decision: Decision) -> tuple[QueuedJob, ...]:
     out = []
     for item in decision.by_action(Action.PREEMPT):
         job = instance.running[instance.running_index[item.id]]
-        out.append(
-            requeued(instance, job, job.remaining_s + job.lost_on_preempt_s + job.checkpoint_s)
-        )
+        out.append(interrupted(instance, job))
     return tuple(out)
 
 

@@ -8,10 +8,16 @@ GPUs or nodes), the objective before and after, and the moved starts.
 
 Modelling choices:
 
-- **fail-node**: the node goes down; the running jobs on it lose their GPUs
-  and come back to the queue with their remaining work (GPU type, node
-  count, weight and priority class kept: ``node`` topology on one node,
-  ``rack`` across several).
+- **fail-node**: the node goes down; the running jobs on it are lost, as
+  the engine reports them (:func:`~whale_opt.problem_data.hardware_failure`),
+  and come back to the queue as a preempted job does (:func:`interrupted`):
+  their remaining work, plus the work since their last checkpoint, plus
+  their ``checkpoint_s`` to restore (GPU type, node count, weight and
+  priority class kept: ``node`` topology on one node, ``rack`` across
+  several). The :class:`Diff` names them (``lost``).
+- **add-jobs**: the jobs join the queue; an error names the bad job by its
+  index among the added ones (``[k].id``), not by its place in the merged
+  queue.
 - **drain**: the node is marked ``draining``: running jobs keep running,
   and it takes no new work, now or later.
 - **wait**: ``now`` moves forward by ``value`` seconds: running jobs (and
@@ -26,15 +32,25 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from whale_opt.decision import Action, Decision, JobDecision, job_nodes
-from whale_opt.io import read_queue
+from whale_opt.io import InputError, load_json, read_queue
+from whale_opt.io.files import _build
 from whale_opt.options import SolveOptions
-from whale_opt.problem_data import FieldError, Instance, QueuedJob, RunningJob, Tenant
+from whale_opt.problem_data import (
+    FieldError,
+    Instance,
+    Node,
+    QueuedJob,
+    RunningJob,
+    Tenant,
+    hardware_failure,
+)
 from whale_opt.solve import solve
 
 CHANGE_KINDS = (
@@ -125,20 +141,60 @@ def requeued(instance: Instance, job: RunningJob, work_s: int) -> QueuedJob:
     )
 
 
-def _fail_node(instance: Instance, node_id: str) -> Instance:
+def interrupted(instance: Instance, job: RunningJob) -> QueuedJob:
+    """Running job ``job`` back in the queue after a preemption or a failure, as
+    the scheduler requeues it and the objective prices it
+    (:func:`whale_opt.decision.preemption_cost`): its remaining work, plus the
+    work since its last checkpoint, plus its ``checkpoint_s`` to restore."""
+    return requeued(instance, job, job.remaining_s + job.lost_on_preempt_s + job.checkpoint_s)
+
+
+def lost_jobs(instance: Instance, change: Change) -> dict[str, str]:
+    """The running jobs ``change`` makes lost, each with what failed ("node a01 is
+    down"); empty unless it fails a node."""
+    if change.kind != "fail-node":
+        return {}
+    nodes = {node.id: node for node in _failed_nodes(instance, change.target)}
+    out = {}
+    for job in instance.running:
+        reason = hardware_failure(nodes, job.gpu_ids, job.node)
+        if reason is not None:
+            out[job.id] = reason
+    return out
+
+
+def _failed_nodes(instance: Instance, node_id: str) -> tuple[Node, ...]:
     pos = _node_pos(instance, node_id)
     nodes = list(instance.nodes)
     nodes[pos] = replace(instance.nodes[pos], down=True)
-    kept: list[RunningJob] = []
-    lost: list[QueuedJob] = []
-    for job in instance.running:
-        if pos in instance.held_nodes(job):
-            lost.append(requeued(instance, job, job.remaining_s))
-        else:
-            kept.append(job)
+    return tuple(nodes)
+
+
+def _fail_node(instance: Instance, node_id: str) -> Instance:
+    lost = lost_jobs(instance, Change("fail-node", node_id))
     return instance.replace(
-        nodes=tuple(nodes), running=tuple(kept), queue=instance.queue + tuple(lost)
+        nodes=_failed_nodes(instance, node_id),
+        running=tuple(job for job in instance.running if job.id not in lost),
+        queue=instance.queue
+        + tuple(interrupted(instance, job) for job in instance.running if job.id in lost),
     )
+
+
+def add_jobs(instance: Instance, jobs: Iterable[QueuedJob]) -> Instance:
+    """``instance`` with ``jobs`` at the end of its queue.
+
+    Raises FieldError located among ``jobs`` (``[k].id``: a duplicate id,
+    ``[k].gpu_types[0]``: a type the cluster lacks), not in the merged queue.
+    """
+    jobs = tuple(jobs)
+    try:
+        return instance.replace(queue=instance.queue + jobs)
+    except FieldError as exc:
+        match = re.match(r"queue\[(\d+)\]", exc.path)
+        if match is None or int(match[1]) < len(instance.queue):
+            raise
+        k = int(match[1]) - len(instance.queue)
+        raise FieldError(f"[{k}]{exc.path[match.end() :]}", exc.value, exc.message) from None
 
 
 def _drain(instance: Instance, node_id: str) -> Instance:
@@ -186,7 +242,7 @@ def _wait(instance: Instance, seconds: int, jobs: Iterable[RunningJob | QueuedJo
 def apply_change(instance: Instance, change: Change) -> Instance:
     """``instance`` with ``change`` applied (raises FieldError/KeyError on bad names)."""
     if change.kind == "add-jobs":
-        return instance.replace(queue=instance.queue + tuple(change.jobs))
+        return add_jobs(instance, change.jobs)
     if change.kind == "fail-node":
         return _fail_node(instance, change.target)
     if change.kind == "drain":
@@ -205,18 +261,40 @@ def apply_change(instance: Instance, change: Change) -> Instance:
     return _wait(instance, int(change.value), change.jobs)
 
 
-def read_jobs(path: str | Path) -> tuple[QueuedJob, ...]:
-    """Queued jobs to add, from a JSON file (see :func:`whale_opt.io.read_queue`)."""
-    return read_queue(path)
+def read_jobs(path: str | Path, into: Instance | None = None) -> tuple[QueuedJob, ...]:
+    """Queued jobs to add, from a JSON file (see :func:`whale_opt.io.read_queue`).
+
+    With ``into``, also checks that they can join its queue (:func:`add_jobs`).
+    Raises InputError naming ``path`` and the job's place in it (``queue[k]``,
+    as the file's own format errors say).
+    """
+    try:
+        jobs = read_queue(path)
+    except InputError as exc:
+        raw = load_json(path) if exc.path == "queue" else None
+        if isinstance(raw, dict) and "queue" not in raw:
+            raise InputError(
+                str(path),
+                "(top level)",
+                "is one JSON object: expected a list of queue items, [{...}, ...],"
+                ' or {"queue": [...]} (wrap a single job in [ ])',
+            ) from None
+        raise
+    if into is not None:
+        _build(str(path), "queue", add_jobs, into, jobs)
+    return jobs
 
 
 @dataclass(frozen=True)
 class JobChange:
-    """One job decided differently: its decision before and after (None: absent)."""
+    """One job decided differently: its decision before and after (None: absent);
+    ``lost``: what failed under it when the change made it lost (it was then
+    requeued, and ``after`` is its requeued run)."""
 
     job_id: str
     before: JobDecision | None
     after: JobDecision | None
+    lost: str | None = None
 
     @property
     def start_moved(self) -> bool:
@@ -250,6 +328,7 @@ class Diff:
                     "id": item.job_id,
                     "before": _summary(item.before),
                     "after": _summary(item.after),
+                    "lost": item.lost,
                     "start_moved": item.start_moved,
                 }
                 for item in self.jobs
@@ -261,7 +340,10 @@ class Diff:
         lines = [f"what if: {self.change.describe()}"]
         lines.append(f"{'job':<14} {'before':<28} {'after':<28}")
         for item in self.jobs:
-            lines.append(f"{item.job_id:<14} {_short(item.before):<28} {_short(item.after):<28}")
+            after = _short(item.after)
+            if item.lost is not None:
+                after = f"lost ({item.lost}), requeued: {after}"
+            lines.append(f"{item.job_id:<14} {_short(item.before):<28} {after:<28}")
         if not self.jobs:
             lines.append("(no decision changes)")
         lines.append(
@@ -308,14 +390,18 @@ def _same(a: JobDecision | None, b: JobDecision | None) -> bool:
     )
 
 
-def diff(change: Change, before: Decision, after: Decision) -> Diff:
-    """The jobs decided differently in ``before`` and ``after``."""
+def diff(
+    change: Change, before: Decision, after: Decision, lost: dict[str, str] | None = None
+) -> Diff:
+    """The jobs decided differently in ``before`` and ``after``; ``lost``: the jobs
+    the change made lost, with what failed (see :func:`lost_jobs`)."""
+    lost = lost or {}
     old = {item.id: item for item in before.jobs}
     new = {item.id: item for item in after.jobs}
     jobs = tuple(
-        JobChange(job_id, old.get(job_id), new.get(job_id))
+        JobChange(job_id, old.get(job_id), new.get(job_id), lost.get(job_id))
         for job_id in dict.fromkeys([*old, *new])
-        if not _same(old.get(job_id), new.get(job_id))
+        if job_id in lost or not _same(old.get(job_id), new.get(job_id))
     )
     return Diff(change, before, after, jobs)
 
@@ -328,9 +414,10 @@ def whatif(
 ) -> Diff:
     """Solve ``instance`` before and after ``change`` with ``solver`` (and ``options``)
     and compare."""
+    changed = apply_change(instance, change)  # bad names fail before any solve
     before = solve(instance, solver, options)
-    after = solve(apply_change(instance, change), solver, options)
-    return diff(change, before, after)
+    after = solve(changed, solver, options)
+    return diff(change, before, after, lost_jobs(instance, change))
 
 
 def dumps(diff_: Diff) -> str:

@@ -205,7 +205,8 @@ def whatif_file(raw: Any, change: dict[str, Any], solver: str, cap_s: float) -> 
         edit = Change(kind, change.get("target") or "", value, jobs)
         return whatif(instance, edit, solver, _capped(options, cap_s)).to_dict()
     except FieldError as exc:
-        raise _located("change", exc) from None
+        # An add-jobs error names the job by its index in change.jobs.
+        raise _located("change.jobs" if kind == "add-jobs" else "change", exc) from None
     except KeyError as exc:
         raise WorkError(404, "change.target", "names nothing in the instance", str(exc)) from None
     except (ValueError, TypeError) as exc:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from whale_opt.problem_data import FieldError
+from whale_opt.problem_data import FieldError, Instance
 
 
 def _require(ok: bool, path: str, value: Any, message: str) -> None:
@@ -73,6 +73,25 @@ class Outage:
             "gpu",
             self.gpu,
             "a drain takes a whole node (no gpu)",
+        )
+
+    def check_on(self, cluster: Instance) -> None:
+        """That the node (and GPU) the outage names are ``cluster``'s.
+
+        Raises
+        ------
+        FieldError
+            ``node`` names no node, or ``gpu`` is past the node's GPUs.
+        """
+        position = cluster.node_index.get(self.node)
+        _require(position is not None, "node", self.node, "names no node of the cluster")
+        assert position is not None
+        count = cluster.nodes[position].gpu_count
+        _require(
+            self.gpu is None or self.gpu < count,
+            "gpu",
+            self.gpu,
+            f"is out of range: node {self.node!r} has {count} GPUs",
         )
 
 

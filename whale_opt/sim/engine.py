@@ -54,7 +54,7 @@ from whale_opt.check import Violation, check
 from whale_opt.decision import Action, Decision
 from whale_opt.options import SolveOptions
 from whale_opt.policies import SchedulingPolicy
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import FieldError, Instance
 from whale_opt.scheduler import Scheduler
 from whale_opt.sim.attempts import Attempts
 from whale_opt.sim.config import Outage, SimConfig
@@ -115,6 +115,24 @@ class _State:
     period_armed: bool = False
 
 
+def check_cluster(cluster: Instance) -> None:
+    """That ``cluster`` carries no jobs: the trace brings them.
+
+    Raises
+    ------
+    FieldError
+        ``running`` (lost jobs included: a file lists them there) or ``queue``
+        is not empty; the value is the job ids.
+    """
+    for name, jobs in (("running", cluster.running + cluster.lost), ("queue", cluster.queue)):
+        if jobs:
+            raise FieldError(
+                name,
+                [job.id for job in jobs],
+                "must be empty: a cluster for simulate brings no jobs (the trace does)",
+            )
+
+
 class EventLoop:
     """One replay of ``trace`` on ``cluster`` under ``config``, a round at a time.
 
@@ -139,11 +157,10 @@ class EventLoop:
         *,
         policy: SchedulingPolicy | None = None,
     ) -> None:
-        if cluster.queue or cluster.running:
-            raise ValueError(
-                f"cluster {cluster.name!r} has queued or running jobs; a cluster for "
-                "simulate has an empty queue and running list (the trace brings the jobs)"
-            )
+        try:
+            check_cluster(cluster)
+        except FieldError as exc:
+            raise ValueError(f"cluster {cluster.name!r}: {exc}") from None
         if policy is not None and not (
             isinstance(getattr(policy, "name", None), str)
             and callable(getattr(policy, "decide", None))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import FieldError, Instance
 from whale_opt.scheduler import Scheduler
 from whale_opt.sim.config import Outage
 
@@ -20,8 +20,8 @@ class Hardware:
     """The outages in force on ``cluster``, told to ``scheduler`` as they flip."""
 
     def __init__(self, cluster: Instance, scheduler: Scheduler) -> None:
+        self.cluster = cluster
         self.scheduler = scheduler
-        self.gpus = {node.id: node.gpu_count for node in cluster.nodes}
         self.node_down: dict[str, int] = defaultdict(int)
         self.gpu_down: dict[str, int] = defaultdict(int)
         self.draining: dict[str, int] = defaultdict(int)
@@ -32,11 +32,12 @@ class Hardware:
                 self.gpu_down[node.gpu_id(index)] = 1
 
     def check(self, outage: Outage) -> None:
-        """ValueError when ``outage`` names a node or GPU the cluster lacks."""
-        if outage.node not in self.gpus:
-            raise ValueError(f"outage names unknown node {outage.node!r}")
-        if outage.gpu is not None and outage.gpu >= self.gpus[outage.node]:
-            raise ValueError(f"outage names GPU {outage.gpu} of {outage.node}: out of range")
+        """ValueError when ``outage`` names a node or GPU the cluster lacks
+        (:meth:`Outage.check_on`)."""
+        try:
+            outage.check_on(self.cluster)
+        except FieldError as exc:
+            raise ValueError(f"outage at {outage.at_s} s: {exc}") from None
 
     def fail(self, outage: Outage) -> tuple[str | None, list[str]]:
         """``outage`` begins. Returns the node or GPU id that went out (None: it

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from whale_opt.problem_data import Instance
+from whale_opt.problem_data import FieldError, Instance
 from whale_opt.sim.config import SimConfig
 from whale_opt.sim.trace import TraceJob
 
@@ -114,18 +114,10 @@ def job_runs(
     for job in trace:
         if job.id in runs:
             raise ValueError(f"job id {job.id!r} appears twice in the trace")
-        unknown = set(job.gpu_types) | set(job.preferred_gpu_types)
-        unknown |= {name for name, _ in job.duration_by_type_s}
-        unknown -= set(cluster.gpu_types)
-        if unknown:
-            lacking = ", ".join(sorted(unknown))
-            raise ValueError(f"job {job.id!r} names GPU types the cluster lacks: {lacking}")
-        if job.priority_class not in cluster.priority_classes:
-            known = ", ".join(sorted(cluster.priority_classes))
-            raise ValueError(
-                f"job {job.id!r} names priority class {job.priority_class!r};"
-                f" the cluster has {known}"
-            )
+        try:
+            job.check_on(cluster)
+        except FieldError as exc:
+            raise ValueError(f"job {job.id!r}: {exc}") from None
         drawn = float(noise.lognormal(0.0, sigma)) if sigma > 0 else 1.0
         estimate, actual = job.duration_s, job.actual_duration_s
         if estimate is not None and actual is not None:

@@ -3,7 +3,9 @@
 Reading goes line -> typed fields -> :class:`TraceJob` (which checks itself,
 through the same :class:`~whale_opt.problem_data.QueuedJob` rules as an
 instance file). Every failure is one :class:`~whale_opt.io.InputError` naming
-the file, the line and the field. The format follows the file's suffix:
+the file, the line and the field; given the cluster, so does a name the
+cluster lacks (a GPU type, a priority class, an outage's node or GPU). The
+format follows the file's suffix:
 ``.csv``, or ``.jsonl`` / ``.ndjson`` / ``.json`` (one JSON object a line).
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from whale_opt.io import INT64_MAX, InputError, parse_json, write_text
-from whale_opt.problem_data import DEFAULT_CLASS, MAX_SECONDS, FieldError, QueuedJob
+from whale_opt.problem_data import DEFAULT_CLASS, MAX_SECONDS, FieldError, Instance, QueuedJob
 from whale_opt.sim.config import Outage
 
 T = TypeVar("T")
@@ -98,6 +100,35 @@ class TraceJob:
             actual_duration_s=actual_duration_s,
             **{name: getattr(job, name) for name in _REQUEST},
         )
+
+    def check_on(self, cluster: Instance) -> None:
+        """That the names the job uses are ``cluster``'s: its GPU types (allowed,
+        preferred, timed) and its priority class.
+
+        Raises
+        ------
+        FieldError
+            Naming the field and the first name the cluster lacks.
+        """
+        types = ", ".join(sorted(cluster.gpu_types))
+        named = (
+            ("gpu_types", self.gpu_types),
+            ("preferred_gpu_types", self.preferred_gpu_types),
+            ("duration_by_type_s", tuple(name for name, _ in self.duration_by_type_s)),
+        )
+        for field_name, names in named:
+            for name in names:
+                if name not in cluster.gpu_types:
+                    raise FieldError(
+                        field_name, name, f"is not a GPU type of the cluster (it has {types})"
+                    )
+        if self.priority_class not in cluster.priority_classes:
+            known = ", ".join(sorted(cluster.priority_classes))
+            raise FieldError(
+                "priority_class",
+                self.priority_class,
+                f"is not a priority class of the cluster (it has {known})",
+            )
 
     def queued(self, estimate_s: int | None) -> QueuedJob:
         """The job as the scheduler sees it, with estimated duration ``estimate_s``."""
@@ -315,18 +346,34 @@ def _record(
         field = missing[0] if missing else "(record)"
         raise InputError(source, f"line {number}: {field}", "is required") from exc
     except FieldError as exc:
-        raise InputError(
-            source, f"line {number}: {exc.path}", f"{exc.message} (got {exc.value!r})"
-        ) from exc
+        raise _on_line(source, number, exc) from exc
 
 
-def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
-    """The jobs of a trace file, in file order; :class:`InputError` on any problem."""
+def _on_line(source: str, number: int, exc: FieldError) -> InputError:
+    return InputError(source, f"line {number}: {exc.path}", f"{exc.message} (got {exc.value!r})")
+
+
+def _fits(source: str, number: int, check: Callable[[Instance], None], cluster: Instance) -> None:
+    """Run ``check(cluster)``; its FieldError becomes an InputError naming file and line."""
+    try:
+        check(cluster)
+    except FieldError as exc:
+        raise _on_line(source, number, exc) from exc
+
+
+def read_trace(path: str | Path, cluster: Instance | None = None) -> tuple[TraceJob, ...]:
+    """The jobs of a trace file, in file order; :class:`InputError` on any problem.
+
+    With ``cluster``, a job naming a GPU type or priority class the cluster
+    lacks is one too (:meth:`TraceJob.check_on`), with its line.
+    """
     source = str(path)
     jobs: list[TraceJob] = []
     seen: dict[str, int] = {}
     for number, raw in _lines(Path(path), source):
         job = _record(source, number, raw, JOB_FIELDS, TraceJob)
+        if cluster is not None:
+            _fits(source, number, job.check_on, cluster)
         if job.id in seen:
             raise InputError(
                 source,
@@ -340,13 +387,20 @@ def read_trace(path: str | Path) -> tuple[TraceJob, ...]:
     return tuple(jobs)
 
 
-def read_outages(path: str | Path) -> tuple[Outage, ...]:
-    """The outages of a failure-trace file (fields node, at_s, repair_s, gpu, kind)."""
+def read_outages(path: str | Path, cluster: Instance | None = None) -> tuple[Outage, ...]:
+    """The outages of a failure-trace file (fields node, at_s, repair_s, gpu, kind).
+
+    With ``cluster``, an outage naming a node or GPU the cluster lacks is an
+    :class:`InputError` with its line (:meth:`Outage.check_on`).
+    """
     source = str(path)
-    return tuple(
-        _record(source, number, raw, OUTAGE_FIELDS, Outage)
-        for number, raw in _lines(Path(path), source)
-    )
+    outages = []
+    for number, raw in _lines(Path(path), source):
+        outage = _record(source, number, raw, OUTAGE_FIELDS, Outage)
+        if cluster is not None:
+            _fits(source, number, outage.check_on, cluster)
+        outages.append(outage)
+    return tuple(outages)
 
 
 # -- writing ------------------------------------------------------------------------
