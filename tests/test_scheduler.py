@@ -358,3 +358,26 @@ def test_an_id_the_scheduler_does_not_hold_is_named() -> None:
             call()
         assert "'nope'" in str(caught.value) or "'zz'" in str(caught.value), name
         assert str(caught.value).startswith(("no job", "the cluster has no node")), name
+
+
+def test_a_job_running_at_the_start_restarts_in_the_shape_it_ran_in() -> None:
+    # The cluster's running job holds a PCIe node whole. Its own placement rule is
+    # not known; requeued as an NVLink gang (the default), no node could ever
+    # hold it again, and it was deferred forever.
+    types = {"A100": GpuType("A100", 80, 1.0)}
+    nodes = (Node("p0", "A100", 8, "pcie"), Node("p1", "A100", 8, "pcie"))
+    held = RunningJob("r", tuple(f"p0/{i}" for i in range(8)), 1000, started_at=-100)
+    scheduler = Scheduler(Instance("pcie", types, nodes, running=(held,)), "wspt")
+    assert scheduler.set_node_down("p0") == ["r"]
+    again = scheduler.requeue("r", None, 0)
+    assert again.topology == "node"
+    assert _round(scheduler, 0) == ["r"]
+
+
+def test_a_cpu_only_job_running_at_the_start_keeps_its_length_when_requeued() -> None:
+    # A CPU-only job runs as long on any node: the GPU type's speed is not its pace.
+    types = {"V100": GpuType("V100", 32, 0.5)}
+    nodes = (Node("v0", "V100", 4, "pcie", cpu=32, memory_gb=64),)
+    held = RunningJob("c", (), 900, started_at=0, node="v0", cpu=4)
+    scheduler = Scheduler(Instance("cpu", types, nodes, running=(held,)), "wspt")
+    assert scheduler.requeue("c", 1.0, 0).duration_s == 900

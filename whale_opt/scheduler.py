@@ -163,10 +163,13 @@ class Scheduler:
         where = self.template.held_nodes(held)[0]
         gpu_type = self.template.nodes[where].gpu_type
         attempt_s = held.remaining_s - held.started_at  # on its GPU type
+        # A GPU job's work on speed-1.0 GPUs; a CPU-only job's is as long anywhere.
+        speed = self.template.gpu_types[gpu_type].speed if held.gpu_ids else 1.0
         spec = QueuedJob(
             id=held.id,
             gpu_count=len(held.gpu_ids),
-            duration_s=math.ceil(attempt_s * self.template.gpu_types[gpu_type].speed),
+            duration_s=math.ceil(attempt_s * speed),
+            topology=self.template.held_topology(held),  # its own rule is not known
             tenant=held.tenant,
             cpu=held.cpu,
             memory_gb=held.memory_gb,

@@ -12,9 +12,9 @@ Modelling choices:
   the engine reports them (:func:`~whale_opt.problem_data.hardware_failure`),
   and come back to the queue as a preempted job does (:func:`interrupted`):
   their remaining work, plus the work since their last checkpoint, plus
-  their ``checkpoint_s`` to restore (GPU type, node count, weight and
-  priority class kept: ``node`` topology on one node, ``rack`` across
-  several). The :class:`Diff` names them (``lost``).
+  their ``checkpoint_s`` to restore (GPU type, weight and priority class
+  kept; ``node`` topology on one node, ``rack`` across one rack's nodes,
+  ``any`` beyond). The :class:`Diff` names them (``lost``).
 - **add-jobs**: the jobs join the queue; an error names the bad job by its
   index among the added ones (``[k].id``), not by its place in the merged
   queue.
@@ -120,8 +120,9 @@ def _node_pos(instance: Instance, node_id: str) -> int:
 
 def requeued(instance: Instance, job: RunningJob, work_s: int) -> QueuedJob:
     """Running job ``job`` back in the queue with ``work_s`` seconds of work left on
-    the GPU type it held: its GPU count and share, on one node or over a rack as
-    it ran. A CPU-only job may run on any node, as long there; a GPU job's work
+    the GPU type it held: its GPU count and share, in the shape it ran in
+    (:meth:`~whale_opt.problem_data.Instance.held_topology`). A CPU-only job may
+    run on any node, as long there; a GPU job's work
     is counted on speed-1.0 GPUs."""
     nodes = instance.held_nodes(job)
     node = instance.nodes[nodes[0]]
@@ -135,7 +136,7 @@ def requeued(instance: Instance, job: RunningJob, work_s: int) -> QueuedJob:
         cpu=job.cpu,
         memory_gb=job.memory_gb,
         weight=job.weight,
-        topology="node" if len(nodes) == 1 else "rack",
+        topology=instance.held_topology(job),
         priority_class=job.priority_class,
         gpu_milli=job.gpu_milli,
     )

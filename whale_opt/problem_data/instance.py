@@ -397,6 +397,16 @@ class Instance:
             return (self.node_index[job.node],)
         return tuple(dict.fromkeys(self.parse_gpu(gpu).node for gpu in job.gpu_ids))
 
+    def held_topology(self, job: RunningJob) -> str:
+        """The weakest placement rule ``job`` meets as it runs, for a restart when
+        its own is not known: ``"node"`` on one node, ``"rack"`` on several of one
+        rack, ``"any"`` beyond (a restart is never held to a shape, NVLink among
+        them, that its hardware may not have)."""
+        nodes = self.held_nodes(job)
+        if len(nodes) == 1:
+            return "node"
+        return "rack" if len({self.nodes[k].rack for k in nodes}) == 1 else "any"
+
     def lost_reason(self, job: RunningJob) -> str | None:
         """Why ``job`` is lost ("node n3 is down", "GPU n3/5 failed"; several
         joined by "; "), None when all its GPUs are healthy."""
