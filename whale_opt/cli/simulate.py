@@ -11,7 +11,7 @@ import click
 
 from whale_opt.cli.app import EXIT_BAD_INPUT, OutputPath, _fail, _input_errors, main
 from whale_opt.io import read_instance
-from whale_opt.io.files import _build, output_folder
+from whale_opt.io.files import build_in_file, output_folder
 from whale_opt.problem_data import FieldError
 from whale_opt.registry import REGISTRY
 
@@ -160,7 +160,7 @@ def simulate_command(
     from whale_opt.sim.plots import plot_all
 
     cluster = read_instance(cluster_file)
-    _build(str(cluster_file), "", check_cluster, cluster)
+    build_in_file(str(cluster_file), "", check_cluster, cluster)
     trace = read_trace(trace_file, cluster)
     changes: dict[str, Any] = {}
     if options["preemption"] is not None:

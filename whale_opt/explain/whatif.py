@@ -40,7 +40,7 @@ from typing import Any
 
 from whale_opt.decision import Action, Decision, JobDecision, job_nodes
 from whale_opt.io import InputError, load_json, read_queue
-from whale_opt.io.files import _build
+from whale_opt.io.files import build_in_file
 from whale_opt.options import SolveOptions
 from whale_opt.problem_data import (
     FieldError,
@@ -282,7 +282,7 @@ def read_jobs(path: str | Path, into: Instance | None = None) -> tuple[QueuedJob
             ) from None
         raise
     if into is not None:
-        _build(str(path), "queue", add_jobs, into, jobs)
+        build_in_file(str(path), "queue", add_jobs, into, jobs)
     return jobs
 
 

@@ -2,7 +2,7 @@
 
 :class:`InputError` names the file, the JSON path and the bad value; schema
 errors are described in words here, and record errors (FieldError) become
-InputErrors through :func:`_build`. :func:`write_json` writes atomically;
+InputErrors through :func:`build_in_file`. :func:`write_json` writes atomically;
 :func:`output_file` and :func:`output_folder` check where a command will write
 before it works, with an InputError naming the path.
 
@@ -352,7 +352,10 @@ def _too_deep(text: str) -> tuple[list[str | int | None], int] | None:
     return [], 0
 
 
-def _build(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def build_in_file(source: str, prefix: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``make(*args, **kwargs)``, its :class:`FieldError` raised as an
+    :class:`InputError` naming ``source`` and the field under ``prefix`` (a
+    record or a check run on what file ``source`` gave)."""
     try:
         return make(*args, **kwargs)
     except FieldError as exc:

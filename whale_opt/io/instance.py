@@ -19,9 +19,9 @@ from typing import Any
 from whale_opt.io.files import (
     INSTANCE_FORMAT,
     InputError,
-    _build,
     _check_format,
     _validate,
+    build_in_file,
     load_json,
     write_json,
 )
@@ -47,30 +47,33 @@ def instance_from_dict(raw: Any, source: str = "<instance>") -> Instance:
     _check_format(raw, INSTANCE_FORMAT, source)
     _validate(raw, "instance", source)
     gpu_types = {
-        name: _build(source, f"gpu_types.{name}", GpuType, name, **spec)
+        name: build_in_file(source, f"gpu_types.{name}", GpuType, name, **spec)
         for name, spec in raw["gpu_types"].items()
     }
-    nodes = tuple(_build(source, f"nodes[{k}]", _node, spec) for k, spec in enumerate(raw["nodes"]))
+    nodes = tuple(
+        build_in_file(source, f"nodes[{k}]", _node, spec) for k, spec in enumerate(raw["nodes"])
+    )
     running = [
-        _build(source, f"running[{k}]", _running, spec)
+        build_in_file(source, f"running[{k}]", _running, spec)
         for k, spec in enumerate(raw.get("running", []))
     ]
     by_id = {node.id: node for node in nodes}
     failed = {k for k, job in enumerate(running) if hardware_failure(by_id, job.gpu_ids, job.node)}
     where = {"running": [k for k in range(len(running)) if k not in failed], "lost": sorted(failed)}
     queue = tuple(
-        _build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(raw.get("queue", []))
+        build_in_file(source, f"queue[{k}]", _queued, spec)
+        for k, spec in enumerate(raw.get("queue", []))
     )
     tenants = {
-        name: _build(source, f"tenants.{name}", Tenant, name, **spec)
+        name: build_in_file(source, f"tenants.{name}", Tenant, name, **spec)
         for name, spec in raw.get("tenants", {}).items()
     }
-    policy = _build(source, "policy", Policy, **_problem_policy(raw))
+    policy = build_in_file(source, "policy", Policy, **_problem_policy(raw))
     classes = {
-        name: _build(source, f"priority_classes.{name}", PriorityClass, name, **spec)
+        name: build_in_file(source, f"priority_classes.{name}", PriorityClass, name, **spec)
         for name, spec in raw.get("priority_classes", {}).items()
     }
-    return _build(
+    return build_in_file(
         source,
         "",
         _in_file_order,
@@ -118,7 +121,7 @@ def options_from_dict(raw: Any, source: str = "<instance>") -> SolveOptions:
     settings = (
         {k: v for k, v in block.items() if k in RUN_SETTINGS} if isinstance(block, Mapping) else {}
     )
-    return _build(source, "policy", SolveOptions, **settings)
+    return build_in_file(source, "policy", SolveOptions, **settings)
 
 
 def read_round(path: str | Path) -> tuple[Instance, SolveOptions]:
@@ -170,7 +173,9 @@ def read_queue(path: str | Path) -> tuple[QueuedJob, ...]:
         "queue": items,
     }
     _validate(probe, "instance", source)
-    return tuple(_build(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(items))
+    return tuple(
+        build_in_file(source, f"queue[{k}]", _queued, spec) for k, spec in enumerate(items)
+    )
 
 
 def read_instance(path: str | Path) -> Instance:
