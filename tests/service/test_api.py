@@ -42,11 +42,13 @@ def test_bad_input_is_422_with_path_and_value(
     assert answer.status_code == 422
     error = answer.json()["errors"][0]
     assert error["path"] == "queue[0].gpus" and "got -1" in error["message"]
+    assert error["value"] == -1  # as the document promises, beside the message
     typo = copy.deepcopy(small_raw)
     typo["queue"][0]["gpu_types"] = ["H100-80X"]
     answer = client.post("/v1/check", json={"instance": typo, "decision": {}})
     assert answer.status_code == 422
     assert answer.json()["errors"][0]["path"] == "instance.queue[0].gpu_types[0]"
+    assert answer.json()["errors"][0]["value"] == "H100-80X"
     assert "H100-80X" in answer.json()["detail"]
     answer = client.post("/v1/solve", json=small_raw, params={"solver": "magic"})
     assert answer.status_code == 422 and answer.json()["errors"][0]["value"] == "magic"

@@ -45,12 +45,14 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class InputError(ValueError):
-    """A bad input file: names the file, the JSON path and the value."""
+    """A bad input file: names the file, the JSON path and the value (in the
+    message; ``value`` too, when there is one: None for a missing field)."""
 
-    def __init__(self, source: str, path: str, message: str) -> None:
+    def __init__(self, source: str, path: str, message: str, value: Any = None) -> None:
         self.source = source
         self.path = path
         self.message = message
+        self.value = value
         super().__init__(f"{source}: {path}: {message}" if path else f"{source}: {message}")
 
 
@@ -96,8 +98,9 @@ def _describe(spec: Any) -> str:
     return text
 
 
-def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
-    """The JSON path and a message naming the bad value, for one schema error."""
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str, Any]:
+    """The JSON path, a message naming the bad value, and the value (None for a
+    missing field), for one schema error."""
     parts = list(error.absolute_path)
     kind, expected, value = error.validator, error.validator_value, error.instance
     spec = error.schema
@@ -111,7 +114,7 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
             close = difflib.get_close_matches(missing, unknown, n=1)
             if close:
                 message += f"; is {json.dumps(close[0])} a typo of it?"
-        return _json_path([*parts, missing]), message
+        return _json_path([*parts, missing]), message, None
     if kind == "additionalProperties" and expected is False and isinstance(value, dict):
         allowed = sorted(spec.get("properties", {}))
         extra = next(name for name in value if name not in allowed)
@@ -119,7 +122,8 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
         hint = (
             f"did you mean {json.dumps(close[0])}?" if close else "allowed: " + ", ".join(allowed)
         )
-        return _json_path([*parts, extra]), f"unknown field (got {_show(value[extra])}); {hint}"
+        path = _json_path([*parts, extra])
+        return path, f"unknown field (got {_show(value[extra])}); {hint}", value[extra]
     if kind in ("type", "enum", "const"):
         message = f"must be {_describe(spec)}"
     elif kind in ("oneOf", "anyOf"):
@@ -135,7 +139,7 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[str, str]:
         message = f"must match the pattern {expected}"
     else:
         message = error.message
-    return _json_path(parts), f"{message} (got {_show(value)})"
+    return _json_path(parts), f"{message} (got {_show(value)})", value
 
 
 @cache
@@ -360,9 +364,8 @@ def build_in_file(source: str, prefix: str, make: Callable[..., T], *args: Any, 
         return make(*args, **kwargs)
     except FieldError as exc:
         located = exc.within(prefix) if prefix else exc
-        raise InputError(
-            source, located.path, f"{located.message} (got {_show(located.value)})"
-        ) from exc
+        message = f"{located.message} (got {_show(located.value)})"
+        raise InputError(source, located.path, message, located.value) from exc
 
 
 def write_json(path: str | Path, payload: Mapping[str, Any]) -> None:

@@ -70,7 +70,7 @@ def invalid(path: str, message: str, value: Any = None, where: str = "") -> ApiE
 def from_input_error(exc: InputError, where: str = "") -> ApiError:
     """A 422 naming the JSON path and value an :class:`InputError` found."""
     path = "" if exc.path == "(top level)" else exc.path
-    return invalid(path, exc.message, where=where)
+    return invalid(path, exc.message, exc.value, where=where)
 
 
 def from_field_error(exc: FieldError, where: str = "") -> ApiError:

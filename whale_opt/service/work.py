@@ -49,7 +49,7 @@ def ping() -> bool:
 def _located(where: str, exc: Exception) -> WorkError:
     if isinstance(exc, InputError):
         path = "" if exc.path == "(top level)" else exc.path
-        return WorkError(422, _join(where, path), exc.message)
+        return WorkError(422, _join(where, path), exc.message, exc.value)
     if isinstance(exc, FieldError):
         return WorkError(422, _join(where, exc.path), exc.message, exc.value)
     return WorkError(422, where, str(exc))
@@ -98,7 +98,7 @@ def queue_items(
                 rest = rest[len("[0]") :]
             path = where + rest
         message = exc.message
-        value = exc.value if isinstance(exc, FieldError) else None
+        value = exc.value
         raise WorkError(422, path, message, value) from None
 
 
