@@ -204,6 +204,30 @@ def test_simulate_bad_aging_is_one_line(tmp_path: Path, cluster: Instance) -> No
     assert result.stderr.startswith("error: --aging:")
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--checkpoint", "-1"),
+        ("--round-period", "-5"),
+        ("--batch", "-1"),
+        ("--repair", "-3"),
+        ("--mtbf", "-1"),
+        ("--noise", "-1"),
+    ],
+)
+def test_simulate_bad_option_names_the_option(
+    tmp_path: Path, cluster: Instance, option: str, value: str
+) -> None:
+    # Not the replay's field behind it (checkpoint_interval_s: must be >= 1, where
+    # --checkpoint takes 0 for never).
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
+    arguments = [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
+    result = CliRunner().invoke(main, ["simulate", *arguments, option, value])
+    assert result.exit_code == 2
+    assert option in result.stderr and "_s:" not in result.stderr
+
+
 def _waiting_pair(tmp_path: Path) -> list[str]:
     """One GPU busy until 5,000 s; L (3,000 s) has waited since 1 s, S (100 s) since 4,990 s."""
     types = {"g": GpuType("g", 80)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -40,6 +40,28 @@ class MaxWait(click.ParamType):
             self.fail(f"{value!r} is neither whole seconds nor 'none'", param, ctx)
 
 
+# The option that set each policy or replay field, for errors the user can act on.
+OPTION_OF = {
+    "aging_per_hour": "--aging",
+    "max_wait_s": "--max-wait",
+    "time_limit_s": "--time-limit",
+    "round_period_s": "--round-period",
+    "round_batch_s": "--batch",
+    "duration_noise_sigma": "--noise",
+    "checkpoint_interval_s": "--checkpoint",
+    "mtbf_node_s": "--mtbf",
+    "repair_s": "--repair",
+    "end_s": "--end",
+}
+
+
+def _bad_option(exc: FieldError) -> NoReturn:
+    """Exit 2 with ``exc`` said of the option that set its field."""
+    flag = OPTION_OF.get(exc.path, exc.path)
+    click.echo(f"error: {flag}: {exc.message} (got {exc.value!r})", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
 @main.command(name="simulate")
 @click.argument("trace_file", type=click.Path(path_type=Path))
 @click.option(
@@ -69,7 +91,7 @@ class MaxWait(click.ParamType):
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--round-period",
-    type=int,
+    type=click.IntRange(min=0),
     default=300,
     show_default=True,
     help="Seconds between periodic rounds (0: none).",
@@ -82,7 +104,7 @@ class MaxWait(click.ParamType):
 )
 @click.option(
     "--batch",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="Event rounds gather the events of this many seconds.",
@@ -96,7 +118,7 @@ class MaxWait(click.ParamType):
 )
 @click.option(
     "--checkpoint",
-    type=int,
+    type=click.IntRange(min=0),
     default=3600,
     show_default=True,
     help="Checkpoint interval in run seconds (0: never).",
@@ -172,9 +194,7 @@ def simulate_command(
     try:
         cluster = cluster.replace(policy=replace(cluster.policy, **changes))
     except FieldError as exc:
-        flag = {"aging_per_hour": "--aging", "max_wait_s": "--max-wait"}.get(exc.path, exc.path)
-        click.echo(f"error: {flag}: {exc.message} (got {exc.value!r})", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        _bad_option(exc)
     failures = options["failures_file"]
     outages = read_outages(failures, cluster) if failures is not None else ()
     try:
@@ -193,7 +213,9 @@ def simulate_command(
             end_s=options["end"],
             check_decisions=options["check_rounds"],
         )
-    except (FieldError, ValueError) as exc:
+    except FieldError as exc:
+        _bad_option(exc)
+    except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     output_folder(output)  # a bad folder now, not after the replays
