@@ -83,6 +83,20 @@ def test_nvlink_size_too_large() -> None:
     assert reason.facts["fails"] == ["topology"] and reason.facts["largest_nvlink_block"] == 8
 
 
+def test_a_gang_no_node_set_can_hold_is_told_why_not_that_no_node_could_take_part() -> None:
+    # Two 8-GPU nodes of one rack, one with a failed GPU: a 16-GPU NVLink gang needs
+    # both whole. It said "the nodes that could take part are none", where a whole
+    # healthy node exists.
+    inst = _cluster(
+        _node("a0"),
+        _node("a1", failed_gpus=(7,)),
+        queue=[QueuedJob("j", 16, 100, gpu_types=("A",))],
+    )
+    message = _reason(_one(inst, "j"), "no-hardware").message
+    assert "cannot hold 16 NVLink-connected GPUs on whole NVLink-connected nodes" in message
+    assert "none" not in message
+
+
 def test_busy_names_the_running_job_and_its_end() -> None:
     inst = _cluster(
         _node("a0"),

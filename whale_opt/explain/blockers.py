@@ -13,6 +13,7 @@ from typing import Any
 
 from whale_opt.decision import Action, Decision
 from whale_opt.explain.record import Reason
+from whale_opt.placement.reasons import deferral_reason
 from whale_opt.placement.records import to_placement
 from whale_opt.placement.state import ClusterState, Placement
 from whale_opt.problem_data import MILLI, Instance, class_rank, tenant_guarantee, tenant_quota
@@ -85,11 +86,17 @@ def _no_hardware(instance: Instance, position: int) -> Reason | None:
         facts["fails"].append("topology")
         facts["largest_nvlink_block"] = block
         facts["eligible_nodes"] = [instance.nodes[k].id for k in tl.eligible(position)]
-        words.append(
-            f"needs {job.gpu_count} GPUs as '{job.topology}'; the largest healthy NVLink block of"
-            f" {', '.join(sorted(types))} is {block} and the nodes that could take part are"
-            f" {', '.join(facts['eligible_nodes']) or 'none'}"
-        )
+        if facts["eligible_nodes"]:
+            words.append(
+                f"needs {job.gpu_count} GPUs as '{job.topology}'; the largest healthy NVLink"
+                f" block of {', '.join(sorted(types))} is {block} and the nodes that could take"
+                f" part are {', '.join(facts['eligible_nodes'])}"
+            )
+        else:  # no node set can ever hold it: what the decision's deferral says
+            words.append(
+                f"needs {job.gpu_count} GPUs as '{job.topology}': "
+                + deferral_reason(instance, position, tl)
+            )
     return Reason(
         "no-hardware", "no hardware in the cluster meets the request: " + "; ".join(words), facts
     )
