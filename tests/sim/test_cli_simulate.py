@@ -89,6 +89,13 @@ def test_simulate_trace_type_missing_from_cluster(tmp_path: Path, cluster: Insta
     ]
 
 
+def _given(tmp_path: Path, cluster: Instance) -> list[str]:
+    """A three-job trace and ``cluster`` written to ``tmp_path``: simulate's arguments."""
+    write_instance(tmp_path / "cluster.json", cluster)
+    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
+    return [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
+
+
 def _simulate(tmp_path: Path, *args: str) -> tuple[int, str]:
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["simulate", *args, "-o", str(out)])
@@ -131,18 +138,9 @@ def test_simulate_failure_trace_names_file_and_line(
     tmp_path: Path, cluster: Instance, row: str, message: str
 ) -> None:
     """Before: `error: outage names unknown node 'zz'`, no file or line."""
-    write_instance(tmp_path / "cluster.json", cluster)
-    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
     failures = tmp_path / "failures.csv"
     failures.write_text(f"node,at_s,repair_s,gpu\nh01,0,100,\n{row}\n", "utf-8")
-    code, err = _simulate(
-        tmp_path,
-        str(tmp_path / "trace.csv"),
-        "--cluster",
-        str(tmp_path / "cluster.json"),
-        "--failures",
-        str(failures),
-    )
+    code, err = _simulate(tmp_path, *_given(tmp_path, cluster), "--failures", str(failures))
     assert code == 2 and err.strip().splitlines() == [f"error: {failures}: {message}"]
 
 
@@ -195,18 +193,10 @@ def test_simulate_with_classes_drains_and_preemption(tmp_path: Path) -> None:
     assert not (on_drained & (segments["start_s"] < 3600)).any()
 
 
-def test_simulate_bad_aging_is_one_line(tmp_path: Path, cluster: Instance) -> None:
-    write_instance(tmp_path / "cluster.json", cluster)
-    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
-    arguments = [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
-    result = CliRunner().invoke(main, ["simulate", *arguments, "--aging", "-1"])
-    assert result.exit_code == 2
-    assert result.stderr.startswith("error: --aging:")
-
-
 @pytest.mark.parametrize(
     ("option", "value"),
     [
+        ("--aging", "-1"),
         ("--checkpoint", "-1"),
         ("--round-period", "-5"),
         ("--batch", "-1"),
@@ -220,12 +210,9 @@ def test_simulate_bad_option_names_the_option(
 ) -> None:
     # Not the replay's field behind it (checkpoint_interval_s: must be >= 1, where
     # --checkpoint takes 0 for never).
-    write_instance(tmp_path / "cluster.json", cluster)
-    write_trace(tmp_path / "trace.csv", synthetic_trace(3, cluster, seed=1))
-    arguments = [str(tmp_path / "trace.csv"), "--cluster", str(tmp_path / "cluster.json")]
-    result = CliRunner().invoke(main, ["simulate", *arguments, option, value])
-    assert result.exit_code == 2
-    assert option in result.stderr and "_s:" not in result.stderr
+    code, err = _simulate(tmp_path, *_given(tmp_path, cluster), option, value)
+    assert code == 2
+    assert option in err and "_s:" not in err
 
 
 def _waiting_pair(tmp_path: Path) -> list[str]:
