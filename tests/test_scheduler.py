@@ -381,3 +381,13 @@ def test_a_cpu_only_job_running_at_the_start_keeps_its_length_when_requeued() ->
     held = RunningJob("c", (), 900, started_at=0, node="v0", cpu=4)
     scheduler = Scheduler(Instance("cpu", types, nodes, running=(held,)), "wspt")
     assert scheduler.requeue("c", 1.0, 0).duration_s == 900
+
+
+def test_a_checkpoint_before_the_last_is_refused() -> None:
+    scheduler = Scheduler(_cluster(), "wspt")
+    scheduler.submit(_job("a", 1, 1000, 0))
+    assert _round(scheduler, 0) == ["a"]
+    scheduler.checkpointed("a", 300)
+    with pytest.raises(ValueError, match="precedes its last, at 300"):
+        scheduler.checkpointed("a", 100)
+    assert scheduler.running["a"].checkpoint_at == 300

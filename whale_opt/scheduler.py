@@ -226,6 +226,10 @@ class Scheduler:
         held = self._running(job_id)
         if now < held.started_at:
             raise ValueError(f"checkpoint of {job_id!r} at {now} precedes its start")
+        if held.checkpoint_at is not None and now < held.checkpoint_at:
+            raise ValueError(
+                f"checkpoint of {job_id!r} at {now} precedes its last, at {held.checkpoint_at}"
+            )
         self.running[job_id] = replace(held, checkpoint_at=now)
 
     def set_node_down(self, node_id: str, down: bool = True) -> list[str]:

@@ -311,3 +311,40 @@ def test_whatif_add_jobs_error_names_the_job_in_change_jobs(
     assert answer.status_code == 422
     error = answer.json()["errors"][0]
     assert error["path"] == "change.jobs[0].id" and error["value"] == taken
+
+
+def test_a_proposal_applies_though_jobs_arrived_after_it(
+    client: TestClient, hetero_raw: dict[str, Any]
+) -> None:
+    # Propose, review, apply: a job submitted in between has no decision in the
+    # proposal. It was a 422 ("j2: has no decision", then the objective); it now
+    # stays queued for the next round.
+    assert (
+        client.post("/v1/clusters", json={"name": "c", "instance": hetero_raw}).status_code == 201
+    )
+    proposal = client.post("/v1/clusters/c/propose", json={"now": 10}).json()
+    job = {"id": "late", "gpus": 1, "duration_s": 600}
+    assert client.post("/v1/clusters/c/jobs", json={"job": job}).status_code == 201
+    applied = client.post("/v1/clusters/c/apply", json={"now": 10, "decision": proposal})
+    assert applied.status_code == 200, applied.text
+    assert client.get("/v1/clusters/c/jobs/late").json()["state"] == "queued"
+    started = [j["id"] for j in proposal["jobs"] if j["action"] == "start"]
+    assert started and client.get(f"/v1/clusters/c/jobs/{started[0]}").json()["state"] == "running"
+
+
+def test_a_checkpoint_before_the_clock_is_refused_and_one_after_moves_it(
+    client: TestClient, hetero_raw: dict[str, Any]
+) -> None:
+    assert (
+        client.post("/v1/clusters", json={"name": "c", "instance": hetero_raw}).status_code == 201
+    )
+    decided = client.post("/v1/clusters/c/decide", json={"now": 20, "time_limit_s": 1}).json()
+    job = next(j["id"] for j in decided["jobs"] if j["action"] == "start")
+    point = f"/v1/clusters/c/jobs/{job}/checkpointed"
+    assert client.post(point, json={"now": 25}).status_code == 200
+    back = client.post(point, json={"now": 22})  # was accepted: the checkpoint went back
+    assert back.status_code == 409 and "clock" in back.json()["detail"]
+    assert client.post(point, json={"now": 500}).status_code == 200
+    # The clock moved with it: a node reported down before that is refused.
+    node = client.get(f"/v1/clusters/c/jobs/{job}").json()["nodes"][0]
+    assert client.post(f"/v1/clusters/c/nodes/{node}/down", json={"now": 400}).status_code == 409

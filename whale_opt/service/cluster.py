@@ -147,7 +147,7 @@ class ClusterRuntime:
                 raise invalid("now", "precedes the job's start", payload["now"])
         if kind in ("node", "drain") and payload["node_id"] not in s.nodes:
             raise not_found("node", payload["node_id"])
-        if kind in ("node", "apply") and payload["now"] < self.clock:
+        if kind in ("node", "apply", "checkpointed") and payload["now"] < self.clock:
             raise ApiError(
                 409, f"now={payload['now']} is before the cluster's clock ({self.clock})"
             )
@@ -167,6 +167,7 @@ class ClusterRuntime:
             out = {"job": payload["job_id"], "state": "gone"}
         elif kind == "checkpointed":
             s.checkpointed(payload["job_id"], payload["now"])
+            self.clock = max(self.clock, payload["now"])
             out = {"job": payload["job_id"], "checkpoint_at": payload["now"]}
         elif kind == "node":
             lost = s.set_node_down(payload["node_id"], payload["down"])

@@ -157,6 +157,13 @@ async def apply(
     async def act(idem: Idempotency | None) -> JSONResponse:
         async with service.locked(name) as runtime:
             instance = _snapshot(runtime, body.now)
+            # Jobs submitted after the proposal have no decision in it: they stay queued
+            # for the next round, and are not the decision's to account for.
+            decided = {item.id for item in decision.jobs}
+            if any(job.id not in decided for job in instance.queue):
+                instance = instance.replace(
+                    queue=tuple(job for job in instance.queue if job.id in decided)
+                )
             violations = check(instance, decision)
             if violations:
                 errors: list[dict[str, Any]] = [
