@@ -81,6 +81,19 @@ def test_drain_keeps_running_jobs_but_takes_no_new_work() -> None:
     assert "q2" in {item.job_id for item in result.jobs}
 
 
+def test_preempting_a_job_that_is_not_running_is_refused_by_name() -> None:
+    # It was a what-if of no change at all, answered as if the job had been preempted.
+    with pytest.raises(FieldError, match=r"value\[1\]: names no running job .*'nope'"):
+        apply_change(read_instance(SMALL), Change("preempt", value=["r1", "nope"]))
+
+
+@pytest.mark.parametrize("value", ["x", -1, 2.5, True, None])
+def test_a_quota_that_is_not_a_whole_number_of_gpus_is_refused_by_name(value: object) -> None:
+    # "x" was int()'s own message, under no field.
+    with pytest.raises(FieldError, match="value: must be a whole number of GPUs >= 0"):
+        apply_change(read_instance(SMALL), Change("quota", "cv", value))
+
+
 def test_quota() -> None:
     result = whatif(read_instance(SMALL), Change("quota", "cv", 2))
     assert result.after.job("q2").action is not Action.START

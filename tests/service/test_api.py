@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from whale_opt.check import check
@@ -348,3 +349,20 @@ def test_a_checkpoint_before_the_clock_is_refused_and_one_after_moves_it(
     # The clock moved with it: a node reported down before that is refused.
     node = client.get(f"/v1/clusters/c/jobs/{job}").json()["nodes"][0]
     assert client.post(f"/v1/clusters/c/nodes/{node}/down", json={"now": 400}).status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"kind": "quota", "target": "cv", "value": "x"}, "change.value"),
+        ({"kind": "preempt", "value": ["nope"]}, "change.value[0]"),
+    ],
+)
+def test_a_whatif_value_that_names_nothing_is_a_422_naming_it(
+    client: TestClient, small_raw: dict[str, Any], change: dict[str, Any], path: str
+) -> None:
+    # The quota was int()'s own message under "change"; preempting an unknown job
+    # was a 200 of no change.
+    answer = client.post("/v1/whatif", json={"instance": small_raw, "change": change})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["path"] == path

@@ -250,16 +250,29 @@ def apply_change(instance: Instance, change: Change) -> Instance:
         return _drain(instance, change.target)
     if change.kind == "quota":
         tenants = dict(instance.tenants)
-        tenants[change.target] = Tenant(change.target, int(change.value))
+        tenants[change.target] = Tenant(change.target, _whole(change.value, "GPUs"))
         return instance.replace(tenants=tenants)
     if change.kind == "gpu-types":
         return _edit_job(instance, change.target, gpu_types=tuple(change.value))
     if change.kind == "topology":
         return _edit_job(instance, change.target, topology=change.value)
     if change.kind == "preempt":
+        for k, job_id in enumerate(change.value):
+            if job_id not in instance.running_index:
+                raise FieldError(f"value[{k}]", job_id, "names no running job of the instance")
         gone = set(change.value)
         return instance.replace(running=tuple(j for j in instance.running if j.id not in gone))
-    return _wait(instance, int(change.value), change.jobs)
+    return _wait(instance, _whole(change.value, "seconds"), change.jobs)
+
+
+def _whole(value: Any, unit: str) -> int:
+    """``value``, a whole number >= 0 (of ``unit``), or a FieldError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise FieldError("value", value, f"must be a whole number of {unit} >= 0")
+    text = str(value).strip()
+    if not text.isdigit():
+        raise FieldError("value", value, f"must be a whole number of {unit} >= 0")
+    return int(text)
 
 
 def read_jobs(path: str | Path, into: Instance | None = None) -> tuple[QueuedJob, ...]:
