@@ -265,15 +265,11 @@ class Scheduler:
         return self._hit(lambda gpu: gpu == gpu_id) if failed else []
 
     def _gpu(self, gpu_id: str) -> tuple[Node, int]:
-        """The node and index of GPU ``gpu_id``; ValueError when it names none."""
-        node_id, _, index_text = gpu_id.rpartition("/")
-        node = self.nodes.get(node_id)
-        # The canonical index only: "n1/03" names no GPU a job's ids could hold.
-        if node is None or not index_text.isdigit() or str(int(index_text)) != index_text:
-            raise ValueError(f"{gpu_id!r} is not a GPU id of this cluster (<node>/<index>)")
-        if int(index_text) >= node.gpu_count:
-            raise ValueError(f"{gpu_id!r}: node {node_id!r} has {node.gpu_count} GPUs")
-        return node, int(index_text)
+        """The node and index of GPU ``gpu_id``: the cluster's own parse
+        (:meth:`~whale_opt.problem_data.Instance.parse_gpu`), a FieldError (a
+        ValueError) naming it when it names no GPU."""
+        ref = self.template.parse_gpu(gpu_id)
+        return self.nodes[self.template.nodes[ref.node].id], ref.index
 
     def _running(self, job_id: str) -> Placed:
         """Running job ``job_id``; :class:`UnknownId` when none runs."""
@@ -289,16 +285,18 @@ class Scheduler:
             raise UnknownId(f"the cluster has no node {node_id!r}")
         return node
 
-    def _hit(self, lost: Callable[[str], bool]) -> list[str]:
-        return sorted(job_id for job_id, held in self.running.items() if any(map(lost, held.gpus)))
-
-    def _on_node(self, node_id: str) -> list[str]:
-        """The running jobs on node ``node_id``: a GPU there, or (CPU-only) the node."""
+    def _hit(self, lost: Callable[[str], bool], node_id: str | None = None) -> list[str]:
+        """The running jobs holding a GPU ``lost`` is true of, or (CPU-only) on
+        node ``node_id``."""
         return sorted(
             job_id
             for job_id, held in self.running.items()
-            if held.node == node_id or any(gpu.rpartition("/")[0] == node_id for gpu in held.gpus)
+            if (node_id is not None and held.node == node_id) or any(map(lost, held.gpus))
         )
+
+    def _on_node(self, node_id: str) -> list[str]:
+        """The running jobs on node ``node_id``: a GPU there, or (CPU-only) the node."""
+        return self._hit(lambda gpu: gpu.rpartition("/")[0] == node_id, node_id)
 
     def requeue(self, job_id: str, remaining_fraction: float | None, now: int) -> QueuedJob:
         """Put a running job back in the queue; returns it as queued.
