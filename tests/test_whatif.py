@@ -179,7 +179,8 @@ def test_cli_whatif_fail_node_shows_the_job_lost() -> None:
                 {"id": "z1", "gpus": 1, "duration_s": 60},
                 {"id": "z2", "gpus": 1, "duration_s": 60, "gpu_types": ["B200"]},
             ],
-            'queue[1].gpu_types[0]: is not in gpu_types (a typo?) (got "B200")',
+            "queue[1].gpu_types[0]: is not in gpu_types (a typo?); the types are"
+            ' H100-80G, A100-80G, V100-32G (got "B200")',
         ),
         ([{"id": "z", "gpus": 1, "duration_s": 60}] * 2, "queue[1].id: duplicate job id"),
     ],

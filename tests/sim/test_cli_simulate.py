@@ -84,8 +84,8 @@ def test_simulate_trace_type_missing_from_cluster(tmp_path: Path, cluster: Insta
     )
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {trace}: line 1: gpu_types: is not a GPU type of the cluster"
-        " (it has A100-80G, H100-80G, V100-32G) (got 'TPU')"
+        f"error: {trace}: line 1: gpu_types[0]: is not in gpu_types (a typo?); the types"
+        " are H100-80G, A100-80G, V100-32G (got 'TPU')"
     ]
 
 
@@ -106,9 +106,9 @@ def _simulate(tmp_path: Path, *args: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("gpu_types", ["H100-80GB"], "line 2: gpu_types: is not a GPU type of the cluster"),
-        ("preferred_gpu_types", ["B200"], "line 2: preferred_gpu_types: is not a GPU type"),
-        ("duration_by_type_s", {"TPU": 9}, "line 2: duration_by_type_s: is not a GPU type"),
+        ("gpu_types", ["H100-80GB"], "line 2: gpu_types[0]: is not in gpu_types"),
+        ("preferred_gpu_types", ["B200"], "line 2: preferred_gpu_types[0]: is not in gpu_types"),
+        ("duration_by_type_s", {"TPU": 9}, "line 2: duration_by_type_s: is not in gpu_types"),
         ("priority_class", "urgent", "line 2: priority_class: is not a priority class"),
     ],
 )

@@ -230,7 +230,9 @@ def test_given_the_cluster_reading_checks_names_with_their_line(
     trace = tmp_path / "trace.csv"
     trace.write_text("id,submit_s,gpus,duration_s,gpu_types\na,0,1,9,\nb,0,1,9,TPU\n", "utf-8")
     assert len(read_trace(trace)) == 2  # without the cluster, names are not checked
-    with pytest.raises(InputError, match=r"trace\.csv: line 3: gpu_types: is not a GPU type"):
+    with pytest.raises(
+        InputError, match=r"trace\.csv: line 3: gpu_types\[0\]: is not in gpu_types"
+    ):
         read_trace(trace, cluster)
     failures = tmp_path / "failures.csv"
     failures.write_text("node,at_s,repair_s\nnope,0,10\n", "utf-8")

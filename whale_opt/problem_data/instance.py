@@ -300,7 +300,7 @@ class Instance:
             )
             self._check_class(f"lost[{k}].priority_class", job.priority_class)
 
-    def check_job(self, job: QueuedJob, path: str) -> None:
+    def check_job(self, job: QueuedJob, path: str = "") -> None:
         """That the names ``job`` uses are this cluster's: its GPU types (allowed,
         preferred and timed) and its priority class; ``path`` locates it in errors.
 
@@ -309,28 +309,15 @@ class Instance:
         FieldError
             A name is not the cluster's.
         """
+        at = f"{path}." if path else ""
+        unknown = f"is not in gpu_types (a typo?); the types are {', '.join(self.gpu_types)}"
         for t, name in enumerate(job.gpu_types):
-            _require(
-                name in self.gpu_types,
-                f"{path}.gpu_types[{t}]",
-                name,
-                "is not in gpu_types (a typo?)",
-            )
-        self._check_class(f"{path}.priority_class", job.priority_class)
+            _require(name in self.gpu_types, f"{at}gpu_types[{t}]", name, unknown)
+        self._check_class(f"{at}priority_class", job.priority_class)
         for t, name in enumerate(job.preferred_gpu_types):
-            _require(
-                name in self.gpu_types,
-                f"{path}.preferred_gpu_types[{t}]",
-                name,
-                "is not in gpu_types (a typo?)",
-            )
+            _require(name in self.gpu_types, f"{at}preferred_gpu_types[{t}]", name, unknown)
         for name, _ in job.duration_by_type_s:
-            _require(
-                name in self.gpu_types,
-                f"{path}.duration_by_type_s",
-                name,
-                "is not in gpu_types (a typo?)",
-            )
+            _require(name in self.gpu_types, f"{at}duration_by_type_s", name, unknown)
 
     def _check_queue(self) -> None:
         seen = {job.id for job in (*self.running, *self.lost)}

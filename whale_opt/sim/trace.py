@@ -103,32 +103,14 @@ class TraceJob:
 
     def check_on(self, cluster: Instance) -> None:
         """That the names the job uses are ``cluster``'s: its GPU types (allowed,
-        preferred, timed) and its priority class.
+        preferred, timed) and its priority class (:meth:`Instance.check_job`).
 
         Raises
         ------
         FieldError
             Naming the field and the first name the cluster lacks.
         """
-        types = ", ".join(sorted(cluster.gpu_types))
-        named = (
-            ("gpu_types", self.gpu_types),
-            ("preferred_gpu_types", self.preferred_gpu_types),
-            ("duration_by_type_s", tuple(name for name, _ in self.duration_by_type_s)),
-        )
-        for field_name, names in named:
-            for name in names:
-                if name not in cluster.gpu_types:
-                    raise FieldError(
-                        field_name, name, f"is not a GPU type of the cluster (it has {types})"
-                    )
-        if self.priority_class not in cluster.priority_classes:
-            known = ", ".join(sorted(cluster.priority_classes))
-            raise FieldError(
-                "priority_class",
-                self.priority_class,
-                f"is not a priority class of the cluster (it has {known})",
-            )
+        cluster.check_job(self.queued(self.duration_s or self.actual_duration_s))
 
     def queued(self, estimate_s: int | None) -> QueuedJob:
         """The job as the scheduler sees it, with estimated duration ``estimate_s``."""
