@@ -155,10 +155,16 @@ def lost_jobs(instance: Instance, change: Change) -> dict[str, str]:
     down"); empty unless it fails a node."""
     if change.kind != "fail-node":
         return {}
-    nodes = {node.id: node for node in _failed_nodes(instance, change.target)}
+    return _lost_on(instance, _failed_nodes(instance, change.target))
+
+
+def _lost_on(instance: Instance, nodes: tuple[Node, ...]) -> dict[str, str]:
+    """The running jobs of ``instance`` on failed hardware among ``nodes``, each with
+    what failed."""
+    by_id = {node.id: node for node in nodes}
     out = {}
     for job in instance.running:
-        reason = hardware_failure(nodes, job.gpu_ids, job.node)
+        reason = hardware_failure(by_id, job.gpu_ids, job.node)
         if reason is not None:
             out[job.id] = reason
     return out
@@ -172,9 +178,10 @@ def _failed_nodes(instance: Instance, node_id: str) -> tuple[Node, ...]:
 
 
 def _fail_node(instance: Instance, node_id: str) -> Instance:
-    lost = lost_jobs(instance, Change("fail-node", node_id))
+    nodes = _failed_nodes(instance, node_id)
+    lost = _lost_on(instance, nodes)
     return instance.replace(
-        nodes=_failed_nodes(instance, node_id),
+        nodes=nodes,
         running=tuple(job for job in instance.running if job.id not in lost),
         queue=instance.queue
         + tuple(interrupted(instance, job) for job in instance.running if job.id in lost),
